@@ -1,0 +1,1 @@
+"""Model input and output: PRISM, JANI and UMB files."""

@@ -1,0 +1,127 @@
+"""``load_model``: one entry point for PRISM, JANI and UMB files."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Mapping
+
+from mopmc.errors import InvalidModelError, ModelFileError
+from mopmc.io import storm
+from mopmc.io.umb import read_umb
+from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.validate import validate
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A loaded model with what was needed to build it.
+
+    ``program`` is Storm's symbolic description (``None`` for UMB files); ``formulas`` are Storm's
+    parsed properties, in the order written; ``seconds`` is the wall time of the load.
+    """
+
+    model: SparseMDP
+    program: object | None = None
+    formulas: tuple = ()
+    seconds: float = 0.0
+    kind: str = "mdp"
+    timings: dict = field(default_factory=dict)
+
+    def properties(self, where: str | None = None):
+        """The properties given to :func:`load`, parsed into typed :class:`~mopmc.properties.Property` objects."""
+        from mopmc.properties.parse import parse_properties
+
+        return parse_properties(self.formulas, self.model.rewards, self.model.labels, where or self.model.source)
+
+
+def _check_path(path: Path) -> None:
+    if not path.exists():
+        raise ModelFileError(f"{path}: no such file")
+    if path.is_dir():
+        raise ModelFileError(f"{path}: is a directory, not a model file")
+    if path.stat().st_size == 0:
+        raise ModelFileError(f"{path}: the file is empty")
+
+
+def load(
+    path: str | Path,
+    constants: Mapping[str, str] | None = None,
+    properties: str | None = None,
+    *,
+    valuations: bool = False,
+) -> LoadedModel:
+    """Load and validate a model; parse ``properties`` (PRISM property text) against it.
+
+    PRISM (``.prism .nm .pm``) and JANI files are built by Storm's sparse builder and moved out in
+    bulk through an uncompressed UMB archive; ``.umb`` files are read directly.
+    """
+    start = time.perf_counter()
+    path = Path(path)
+    _check_path(path)
+    constants = dict(constants or {})
+    if path.suffix.lower() == ".umb":
+        if constants:
+            raise ModelFileError(f"{path}: a UMB file has no constants to define (got --const {', '.join(constants)})")
+        model = read_umb(path, valuations=valuations, source=str(path))
+        formulas: tuple = ()
+        if properties:
+            from mopmc.errors import PropertyError
+
+            formulas = tuple(_parse_without_program(properties, str(path)))
+        validate(model)
+        return LoadedModel(model, None, formulas, time.perf_counter() - start, "dtmc" if model.is_dtmc else "mdp")
+    program = storm.parse_program(path)
+    program = storm.define_constants(program, path, constants)
+    formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
+    t_parse = time.perf_counter()
+    built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=valuations)
+    kind = storm.model_kind(built)
+    t_build = time.perf_counter()
+    model = _extract(built, path)
+    t_extract = time.perf_counter()
+    try:
+        validate(model)
+    except InvalidModelError:
+        # Name the PRISM command: rebuild with choice origins (only on this error path; it is slower).
+        built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=True, origins=True)
+        detailed = replace(_extract(built, path, valuations=True), choice_origins=tuple(storm.choice_origin_texts(built)))
+        validate(detailed)
+        raise
+    if valuations and model.valuations is None:
+        model = _extract(built, path, valuations=True)
+    timings = {"parse": t_parse - start, "build": t_build - t_parse, "extract": t_extract - t_build}
+    return LoadedModel(model, program, formulas, time.perf_counter() - start, kind, timings)
+
+
+def _extract(built, path: Path, *, valuations: bool = False) -> SparseMDP:
+    tmp = storm.temp_umb_path()
+    try:
+        storm.to_umb(built, tmp)
+        return read_umb(tmp, valuations=valuations, source=str(path))
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _parse_without_program(text: str, where: str):
+    return storm.parse_formulas(text, None, where)
+
+
+def load_model(
+    path: str | Path,
+    constants: Mapping[str, str] | None = None,
+    *,
+    valuations: bool = False,
+) -> SparseMDP:
+    """Load a PRISM, JANI or UMB model as a validated :class:`SparseMDP`.
+
+    Args:
+        path: the model file.
+        constants: values for undefined constants, name -> value text (e.g. ``{"N": "3"}``).
+        valuations: also build the variable values of each state.
+
+    >>> from mopmc.examples import files
+    >>> load_model(files.coin_game).n_states  # doctest: +SKIP
+    """
+    return load(path, constants, valuations=valuations).model

@@ -1,0 +1,164 @@
+"""The stormpy adapter: the only module that imports stormpy.
+
+Parses PRISM and JANI files, defines constants, builds sparse models and moves them out of Storm in
+bulk through an uncompressed UMB archive.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Iterable, Mapping
+
+from mopmc.errors import (
+    ModelFileError,
+    ModelSyntaxError,
+    PropertyError,
+    UndefinedConstantsError,
+    UnsupportedModelError,
+)
+from mopmc.io.quiet import storm_output
+
+PRISM_SUFFIXES = (".prism", ".nm", ".pm", ".mdp", ".dtmc")
+JANI_SUFFIXES = (".jani",)
+
+
+def stormpy():
+    """Import stormpy on first use (it takes a few hundred ms)."""
+    import stormpy as sp  # noqa: PLC0415 - lazy on purpose
+
+    return sp
+
+
+def _storm_message(exc: BaseException) -> str:
+    text = str(exc).strip()
+    text = re.sub(r"^\w*Exception:\s*", "", text)
+    return " ".join(text.split())
+
+
+def parse_program(path: Path):
+    """Parse a PRISM or JANI file into a Storm symbolic description (PrismProgram or JaniModel)."""
+    sp = stormpy()
+    suffix = path.suffix.lower()
+    try:
+        with storm_output():
+            if suffix in JANI_SUFFIXES:
+                model, _props = sp.parse_jani_model(str(path))
+                return model
+            return sp.parse_prism_program(str(path))
+    except Exception as exc:  # stormpy raises RuntimeError subclasses carrying Storm's message
+        msg = _storm_message(exc)
+        m = re.search(r"Parsing error at (\d+):(\d+):?\s*(.*)", msg)
+        if m:
+            detail = m.group(3).split(" here:")[0].strip()
+            raise ModelSyntaxError(f"{path}:{m.group(1)}:{m.group(2)}: syntax error: {detail}") from None
+        m = re.search(r"(?:line|Line) (\d+)", msg)
+        where = f"{path}:{m.group(1)}" if m else str(path)
+        raise ModelSyntaxError(f"{where}: {msg}") from None
+
+
+def constant_names(program) -> list[str]:
+    """Names of the program's undefined constants."""
+    return [c.name for c in program.constants if not c.defined]
+
+
+def define_constants(program, path: Path, constants: Mapping[str, str]):
+    """Substitute ``constants`` (name -> value text) into the program; reject unknown or missing names."""
+    sp = stormpy()
+    known = {c.name for c in program.constants}
+    for name in constants:
+        if name not in known:
+            raise UndefinedConstantsError(
+                f"{path}: --const {name}: no constant {name!r} in the model; it has: {', '.join(sorted(known)) or '(none)'}"
+            )
+    if constants:
+        spec = ",".join(f"{k}={v}" for k, v in constants.items())
+        try:
+            with storm_output():
+                program, _ = sp.instantiate_constants(program, spec)
+        except Exception as exc:
+            raise UndefinedConstantsError(f"{path}: bad --const {spec}: {_storm_message(exc)}") from None
+    missing = constant_names(program)
+    if missing:
+        hint = ",".join(f"{n}=VALUE" for n in missing)
+        raise UndefinedConstantsError(f"{path}: undefined constants {', '.join(missing)}; define them with --const {hint}")
+    return program
+
+
+def parse_formulas(text: str, program, where: str):
+    """Parse property text against the program; return Storm Property objects in order."""
+    sp = stormpy()
+    try:
+        with storm_output():
+            return sp.parse_properties(text, program)
+    except Exception as exc:
+        raise PropertyError(f"{where}: {_storm_message(exc)}") from None
+
+
+def build(program, path: Path, formulas: Iterable = (), *, valuations: bool = False, origins: bool = False):
+    """Build Storm's sparse model with all labels and reward models (and labels for formula atoms)."""
+    sp = stormpy()
+    formulas = list(formulas)
+    options = sp.BuilderOptions(formulas) if formulas else sp.BuilderOptions()
+    options.set_build_all_labels()
+    options.set_build_all_reward_models()
+    if valuations:
+        options.set_build_state_valuations()
+    if origins:
+        options.set_build_choice_origins()
+        options.set_build_choice_labels()
+    else:
+        options.set_build_choice_labels()
+    try:
+        with storm_output():
+            model = sp.build_model(program, options=options)
+    except Exception as exc:
+        raise UnsupportedModelError(f"{path}: Storm could not build the model: {_storm_message(exc)}") from None
+    return model
+
+
+def model_kind(model) -> str:
+    """'mdp' or 'dtmc', or an UnsupportedModelError."""
+    name = model.model_type.name
+    if name in ("MDP", "DTMC"):
+        return name.lower()
+    raise UnsupportedModelError(f"unsupported model type {name}: mopmc analyses MDPs and DTMCs")
+
+
+def to_umb(model, path: Path) -> None:
+    """Write Storm's sparse model as an uncompressed UMB archive (Storm's own bulk export)."""
+    sp = stormpy()
+    options = sp.io.UmbExportOptions()
+    options.compression = sp.io.CompressionMode.NO_COMPRESSION
+    with storm_output():
+        sp.io.export_to_umb(model, str(path), options=options)
+
+
+def choice_origin_texts(model) -> list[str]:
+    """For each choice, the PRISM command(s) behind it ('' when unknown)."""
+    if not model.has_choice_origins():
+        return [""] * model.nr_choices
+    origins = model.choice_origins
+    out = []
+    for c in range(model.nr_choices):
+        try:
+            out.append(" ".join(origins.get_choice_info(c).split()))
+        except Exception:
+            out.append("")
+    return out
+
+
+def build_from_umb(path: Path):
+    """Build a Storm sparse model from a UMB file (used for round-trip checks)."""
+    sp = stormpy()
+    with storm_output():
+        return sp.build_model_from_umb(str(path))
+
+
+def temp_umb_path() -> Path:
+    """A fresh temporary path for an UMB archive (the caller deletes it)."""
+    fd, name = tempfile.mkstemp(suffix=".umb", prefix="mopmc-")
+    os.close(fd)
+    return Path(name)

@@ -1,0 +1,270 @@
+"""UMB archives (the binary model format Storm 2 reads and writes), read and written with numpy.
+
+A UMB file is a tar archive: ``index.json`` describes the model; flat little-endian arrays hold the
+CSR structure (``state-to-choices``, ``choice-to-branches``, ``branch-to-target``,
+``branch-to-probability``), bit-packed Boolean annotations (labels), reward annotations per state,
+choice or branch, choice actions (an index per choice plus a string table) and bit-packed state
+valuations.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import tarfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from mopmc.errors import ModelFileError, UnsupportedModelError
+from mopmc.model.sparse_mdp import SparseMDP, StateValuations
+
+
+class _Archive:
+    def __init__(self, path: Path):
+        self.path = path
+        try:
+            self.tar = tarfile.open(path, "r:*")
+        except (tarfile.TarError, OSError) as exc:
+            raise ModelFileError(f"{path}: not a UMB archive ({exc})") from None
+        self.members = {m.name.lstrip("./"): m for m in self.tar.getmembers() if m.isfile()}
+
+    def has(self, name: str) -> bool:
+        return name in self.members
+
+    def read(self, name: str) -> bytes:
+        try:
+            return self.tar.extractfile(self.members[name]).read()
+        except KeyError:
+            raise ModelFileError(f"{self.path}: UMB archive lacks {name}") from None
+
+    def array(self, name: str, dtype) -> np.ndarray:
+        return np.frombuffer(self.read(name), dtype=np.dtype(dtype).newbyteorder("<"))
+
+
+def _bits(raw: np.ndarray | bytes, n: int) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(bytes(raw), dtype=np.uint8), bitorder="little")[:n].astype(bool)
+
+
+def _packbits(mask: np.ndarray) -> bytes:
+    n = len(mask)
+    words = -(-n // 64) * 8
+    out = np.zeros(words, dtype=np.uint8)
+    packed = np.packbits(mask.astype(np.uint8), bitorder="little")
+    out[: len(packed)] = packed
+    return out.tobytes()
+
+
+def _value_dtype(spec: dict, where: str):
+    kind, size = spec.get("type"), spec.get("size", 64)
+    if kind == "double" and size == 64:
+        return np.float64
+    raise UnsupportedModelError(f"{where}: unsupported UMB value type {kind}/{size} (mopmc reads 64-bit doubles)")
+
+
+def read_umb(path: Path, *, valuations: bool = False, source: str | None = None) -> SparseMDP:
+    """Read a UMB archive into a :class:`SparseMDP` (no validation; see :func:`mopmc.model.validate`)."""
+    ar = _Archive(path)
+    try:
+        index = json.loads(ar.read("index.json"))
+    except json.JSONDecodeError as exc:
+        raise ModelFileError(f"{path}: index.json is not JSON ({exc})") from None
+    ts = index.get("transition-system", {})
+    n, c = int(ts.get("#states", -1)), int(ts.get("#choices", -1))
+    if n < 0 or c < 0:
+        raise ModelFileError(f"{path}: index.json has no transition-system sizes")
+    if ts.get("time", "discrete") != "discrete" or int(ts.get("#players", 1)) > 1:
+        raise UnsupportedModelError(f"{path}: only discrete-time single-player models (MDPs, DTMCs) are supported")
+    if "branch-probability-type" in ts:
+        _value_dtype(ts["branch-probability-type"], str(path))
+    row_groups = ar.array("state-to-choices.bin", np.uint64).astype(np.int64) if ar.has("state-to-choices.bin") else np.arange(n + 1, dtype=np.int64)
+    indptr = ar.array("choice-to-branches.bin", np.uint64).astype(np.int64)
+    targets = ar.array("branch-to-target.bin", np.uint64).astype(np.int64)
+    probs = ar.array("branch-to-probability.bin", np.float64)
+    init_mask = _bits(ar.read("state-is-initial.bin"), n)
+    initial_states = np.flatnonzero(init_mask)
+    where = source or str(path)
+    if len(initial_states) != 1:
+        listed = ", ".join(map(str, initial_states[:10])) + (" ..." if len(initial_states) > 10 else "")
+        raise UnsupportedModelError(
+            f"{where}: the model has {len(initial_states)} initial states ({listed}); mopmc needs exactly one "
+            "(add an init block or a fresh initial state)"
+        )
+    annotations = index.get("annotations", {})
+    labels = {}
+    for key, spec in annotations.get("aps", {}).items():
+        if "states" in spec.get("applies-to", []):
+            labels[spec.get("alias", key)] = _bits(ar.read(f"annotations/aps/{key}/states/values.bin"), n)
+    labels.setdefault("init", init_mask)
+    rewards = {}
+    choice_of_branch = None
+    for key, spec in annotations.get("rewards", {}).items():
+        vec = np.zeros(c)
+        applies = spec.get("applies-to", [])
+        dtype = _value_dtype(spec.get("type", {"type": "double", "size": 64}), f"{where}: reward {key}")
+        if "states" in applies:
+            vec += np.repeat(ar.array(f"annotations/rewards/{key}/states/values.bin", dtype), np.diff(row_groups))
+        if "choices" in applies:
+            vec += ar.array(f"annotations/rewards/{key}/choices/values.bin", dtype)
+        if "branches" in applies:
+            if choice_of_branch is None:
+                choice_of_branch = np.repeat(np.arange(c), np.diff(indptr))
+            branch = ar.array(f"annotations/rewards/{key}/branches/values.bin", dtype)
+            vec += np.bincount(choice_of_branch, weights=branch * probs, minlength=c)
+        rewards[spec.get("alias", key)] = vec
+    action_names: tuple[str, ...] = ()
+    actions = None
+    if ar.has("actions/choices/values.bin"):
+        actions = ar.array("actions/choices/values.bin", np.uint32).astype(np.int64)
+        offsets = ar.array("actions/choices/string-mapping.bin", np.uint64).astype(np.int64)
+        blob = ar.read("actions/choices/strings.bin")
+        action_names = tuple(blob[offsets[i] : offsets[i + 1]].decode() for i in range(len(offsets) - 1))
+    vals = _read_valuations(ar, index, n, where) if valuations else None
+    return SparseMDP(
+        row_groups=row_groups,
+        indptr=indptr,
+        targets=targets,
+        probs=probs,
+        initial=int(initial_states[0]),
+        rewards=rewards,
+        labels=labels,
+        action_names=action_names,
+        actions=actions,
+        valuations=vals,
+        source=where,
+    )
+
+
+def _read_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValuations | None:
+    spec = index.get("valuations", {}).get("states")
+    if not spec or not ar.has("valuations/states/valuations.bin"):
+        return None
+    classes = spec.get("classes", [])
+    if len(classes) != 1:
+        raise UnsupportedModelError(f"{where}: state valuations with {len(classes)} classes are not supported")
+    variables = classes[0]["variables"]
+    width = sum(v.get("padding", 0) if "padding" in v else v["type"]["size"] for v in variables)
+    raw = np.frombuffer(ar.read("valuations/states/valuations.bin"), dtype=np.uint8)
+    nbytes = width // 8
+    if nbytes == 0 or raw.size < n * nbytes:
+        return None
+    bits = np.unpackbits(raw[: n * nbytes].reshape(n, nbytes), axis=1, bitorder="little")
+    names, kinds, cols = [], [], []
+    pos = 0
+    for v in variables:
+        if "padding" in v:
+            pos += v["padding"]
+            continue
+        size, kind = v["type"]["size"], v["type"]["type"]
+        weights = (1 << np.arange(size, dtype=np.int64))
+        value = bits[:, pos : pos + size].astype(np.int64) @ weights
+        if kind in ("int",) and v.get("offset") is None:
+            value = np.where(value >= 1 << (size - 1), value - (1 << size), value)
+        value = value + int(v.get("offset", 0) or 0)
+        names.append(v["name"])
+        kinds.append("bool" if kind == "bool" else "int")
+        cols.append(value)
+        pos += size
+    return StateValuations(tuple(names), tuple(kinds), np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64))
+
+
+def write_umb(model: SparseMDP, path: str | Path) -> Path:
+    """Write a :class:`SparseMDP` as an uncompressed UMB archive that Storm reads.
+
+    Rewards are written per choice; labels as bit-packed state annotations; action labels and state
+    valuations when the model has them.
+
+    >>> write_umb(model, "model.umb")  # doctest: +SKIP
+    """
+    path = Path(path)
+    n, c, t = model.n_states, model.n_choices, model.n_transitions
+    files: dict[str, bytes] = {}
+    u64 = np.dtype("<u8")
+    files["state-to-choices.bin"] = model.row_groups.astype(u64).tobytes()
+    files["choice-to-branches.bin"] = model.indptr.astype(u64).tobytes()
+    files["branch-to-target.bin"] = model.targets.astype(u64).tobytes()
+    files["branch-to-probability.bin"] = model.probs.astype("<f8").tobytes()
+    init = np.zeros(n, dtype=bool)
+    init[model.initial] = True
+    files["state-is-initial.bin"] = _packbits(init)
+    aps, rewards = {}, {}
+    for i, (name, mask) in enumerate(sorted(l for l in model.labels.items() if l[0] != "init")):
+        key = f"ap{i}"
+        aps[key] = {"alias": name, "applies-to": ["states"], "type": {"size": 1, "type": "bool"}}
+        files[f"annotations/aps/{key}/states/values.bin"] = _packbits(mask)
+    for i, (name, vec) in enumerate(sorted(model.rewards.items())):
+        key = f"r{i}"
+        spec = {"alias": name, "applies-to": ["choices"], "type": {"size": 64, "type": "double"}}
+        if vec.size:
+            spec["lower"], spec["upper"] = float(vec.min()), float(vec.max())
+        rewards[key] = spec
+        files[f"annotations/rewards/{key}/choices/values.bin"] = vec.astype("<f8").tobytes()
+    ts = {
+        "#branch-actions": 0,
+        "#branches": t,
+        "#choice-actions": len(model.action_names),
+        "#choices": c,
+        "#initial-states": 1,
+        "#observations": 0,
+        "#players": 1,
+        "#states": n,
+        "branch-probability-type": {"size": 64, "type": "double"},
+        "time": "discrete",
+    }
+    index: dict = {
+        "format-version": 1,
+        "format-revision": 0,
+        "file-data": {"creation-date": int(time.time()), "tool": "mopmc"},
+        "transition-system": ts,
+    }
+    if aps or rewards:
+        index["annotations"] = {}
+        if aps:
+            index["annotations"]["aps"] = aps
+        if rewards:
+            index["annotations"]["rewards"] = rewards
+    if model.actions is not None and model.action_names:
+        files["actions/choices/values.bin"] = model.actions.astype("<u4").tobytes()
+        encoded = [a.encode() for a in model.action_names]
+        offsets = np.concatenate([[0], np.cumsum([len(e) for e in encoded])]).astype(u64)
+        files["actions/choices/string-mapping.bin"] = offsets.tobytes()
+        files["actions/choices/strings.bin"] = b"".join(encoded)
+    if model.valuations is not None and model.valuations.names:
+        index["valuations"], files["valuations/states/valuations.bin"] = _encode_valuations(model.valuations)
+    files = {"index.json": json.dumps(index, indent=1).encode(), **files}
+    tmp = path.with_name(path.name + ".tmp")
+    with tarfile.open(tmp, "w") as tar:
+        for name, data in files.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+    tmp.replace(path)
+    return path
+
+
+def _encode_valuations(vals: StateValuations) -> tuple[dict, bytes]:
+    n = vals.values.shape[0]
+    variables, columns = [], []
+    for j, (name, kind) in enumerate(zip(vals.names, vals.kinds)):
+        col = vals.values[:, j].astype(np.int64)
+        if kind == "bool":
+            variables.append({"name": name, "type": {"size": 1, "type": "bool"}})
+            columns.append((col, 1))
+            continue
+        lo, hi = (int(col.min()), int(col.max())) if n else (0, 0)
+        size = max(1, int(hi - lo).bit_length())
+        variables.append({"lower": lo, "name": name, "offset": lo, "type": {"size": size, "type": "uint"}, "upper": hi})
+        columns.append((col - lo, size))
+    width = sum(s for _, s in columns)
+    pad = (-width) % 8
+    if pad:
+        variables.append({"padding": pad})
+    bits = np.zeros((n, width + pad), dtype=np.uint8)
+    pos = 0
+    for col, size in columns:
+        bits[:, pos : pos + size] = (col[:, None] >> np.arange(size)) & 1
+        pos += size
+    data = np.packbits(bits, axis=1, bitorder="little").tobytes()
+    return {"states": {"classes": [{"variables": variables}], "unique": False}}, data

@@ -1,0 +1,95 @@
+"""Typed objectives and properties, independent of Storm's formula classes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+ObjectiveKind = Literal["total_reward", "reach_reward", "probability"]
+Sense = Literal["min", "max"]
+
+
+@dataclass(frozen=True)
+class Objective:
+    """One objective of a property, in original units.
+
+    kinds:
+        ``total_reward``: ``R{"r"}[C]``, the expected total reward.
+        ``reach_reward``: ``R{"r"}[F phi]``, reward collected until ``phi``.
+        ``probability``: ``P[left U right]`` (``F phi`` is ``true U phi``). ``G phi`` is stored as
+        ``negated=True`` with ``right = !phi``: the value is 1 - P[F !phi].
+
+    ``left_text``/``right_text`` are Storm's printed state formulas: ``right_text`` is always the
+    reach target (for ``G phi`` it is ``!(phi)``), ``left_text`` the formula that must hold until
+    then (``None`` = true). :meth:`target_mask` and :meth:`hold_mask` evaluate them on a model.
+
+    ``sense`` is the preferred direction: ``min=?``/``max=?`` when written, else ``<=`` means min and
+    ``>=`` means max (as Storm). ``threshold`` and ``comparison`` are set for bounded objectives.
+    ``left`` and ``right`` are Storm's state formulas (kept for masks); ``left_text`` and
+    ``right_text`` are their printed forms.
+    """
+
+    index: int
+    text: str
+    kind: ObjectiveKind
+    sense: Sense
+    reward_model: str | None = None
+    left_text: str | None = None
+    right_text: str | None = None
+    negated: bool = False
+    comparison: str | None = None
+    threshold: float | None = None
+
+    @property
+    def is_query(self) -> bool:
+        """True for ``=?`` objectives."""
+        return self.threshold is None
+
+    @property
+    def name(self) -> str:
+        """A short name: the reward model, or the target formula of a probability."""
+        if self.reward_model is not None:
+            return self.reward_model
+        return ("G " if self.negated else "F ") + (self.right_text or "")
+
+    def target_mask(self, model) -> np.ndarray:
+        """States where the reach target holds (``phi`` of ``F phi``, ``psi`` of ``U``, ``!phi`` of ``G``)."""
+        from mopmc.properties.states import state_mask
+
+        return state_mask(self.right_text or "false", model.labels, model.n_states)
+
+    def hold_mask(self, model) -> np.ndarray:
+        """States where the left side of ``U`` holds (all states for ``F`` and ``G``)."""
+        from mopmc.properties.states import state_mask
+
+        return state_mask(self.left_text or "true", model.labels, model.n_states)
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "formula": self.text, "name": self.name}
+
+
+QueryKind = Literal["value", "achievability", "numerical", "pareto"]
+
+
+@dataclass(frozen=True)
+class Property:
+    """A parsed property: one objective, or ``multi(...)`` of several.
+
+    ``kind`` follows Storm: a single objective is ``value`` (with a threshold it is still computed,
+    then compared); ``multi`` with 0 queries is ``achievability``, 1 is ``numerical``, 2+ ``pareto``.
+    """
+
+    index: int
+    text: str
+    name: str | None
+    objectives: tuple[Objective, ...]
+    multi: bool
+
+    @property
+    def kind(self) -> QueryKind:
+        if not self.multi:
+            return "value"
+        queries = sum(o.is_query for o in self.objectives)
+        return "achievability" if queries == 0 else "numerical" if queries == 1 else "pareto"
