@@ -3,7 +3,7 @@
 Importing mopmc is cheap: heavy dependencies (stormpy, numba, cvxpy, torch, highway-env) load on first use.
 
 >>> import mopmc
->>> model = mopmc.load_model(mopmc.examples.files.two_dice)  # doctest: +SKIP
+>>> model = mopmc.load_model(mopmc.examples.files.dice)  # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "load_model": "mopmc.io.load",
-    "save_umb": "mopmc.io.umb",
+    "save_umb": "mopmc.io.umb",  # alias of write_umb
     "SparseMDP": "mopmc.model.sparse_mdp",
     "validate": "mopmc.model.validate",
     "parse_properties": "mopmc.properties.parse",
@@ -30,4 +30,6 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'mopmc' has no attribute {name!r}")
     mod = import_module(module)
-    return mod if module.endswith(name) else getattr(mod, name)
+    if module.endswith(name):
+        return mod
+    return getattr(mod, "write_umb" if name == "save_umb" else name)

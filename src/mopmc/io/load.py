@@ -36,6 +36,19 @@ class LoadedModel:
         return parse_properties(self.formulas, self.model.rewards, self.model.labels, where or self.model.source)
 
 
+def resolve_path(path: str | Path) -> Path:
+    """A model path; ``example:NAME`` names a shipped example (see :mod:`mopmc.examples.files`)."""
+    text = str(path)
+    if text.startswith("example:"):
+        from mopmc.examples.files import ALL
+
+        name = text.split(":", 1)[1]
+        if name not in ALL:
+            raise ModelFileError(f"{text}: no such example; the examples are: {', '.join(sorted(ALL))}")
+        return ALL[name]
+    return Path(path)
+
+
 def _check_path(path: Path) -> None:
     if not path.exists():
         raise ModelFileError(f"{path}: no such file")
@@ -58,7 +71,7 @@ def load(
     bulk through an uncompressed UMB archive; ``.umb`` files are read directly.
     """
     start = time.perf_counter()
-    path = Path(path)
+    path = resolve_path(path)
     _check_path(path)
     constants = dict(constants or {})
     if path.suffix.lower() == ".umb":

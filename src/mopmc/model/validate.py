@@ -49,7 +49,7 @@ def validate(model: SparseMDP, *, tolerance: float = SUM_TOLERANCE) -> SparseMDP
     if bad.size:
         k = int(bad[0])
         ch = int(np.searchsorted(ip, k, side="right") - 1)
-        raise InvalidModelError(f"{where}: {_choice(model, ch)} has probability {p[k]!r} (must be finite and >= 0)")
+        raise InvalidModelError(f"{where}: {_choice(model, ch)} has probability {float(p[k])} (must be finite and >= 0)")
     sums = np.add.reduceat(p, ip[:-1]) if c else np.zeros(0)
     bad = np.flatnonzero(np.abs(sums - 1.0) > tolerance)
     if bad.size:
@@ -61,7 +61,7 @@ def validate(model: SparseMDP, *, tolerance: float = SUM_TOLERANCE) -> SparseMDP
         bad = np.flatnonzero(~np.isfinite(r))
         if bad.size:
             ch = int(bad[0])
-            raise InvalidModelError(f"{where}: reward model {name!r} is {r[ch]!r} at {_choice(model, ch)} (must be finite)")
+            raise InvalidModelError(f"{where}: reward model {name!r} is {float(r[ch])} at {_choice(model, ch)} (must be finite)")
     for name, mask in model.labels.items():
         if mask.shape != (n,):
             raise InvalidModelError(f"{where}: label {name!r} has {mask.shape[0]} entries for {n} states")

@@ -1,0 +1,5 @@
+"""``python -m mopmc`` runs the CLI."""
+
+from mopmc.cli.main import main
+
+main()

@@ -1,0 +1,110 @@
+"""The ``mopmc`` command: ``info``, ``check``, ``design``, ``rt`` and friends."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from importlib import import_module
+from typing import List, Optional
+
+import typer
+
+from mopmc import __version__
+from mopmc.cli.common import fail, parse_consts, print_json, run_cli
+
+app = typer.Typer(
+    name="mopmc",
+    help="Design and multi-objective model checking of fault-tolerant real-time DRL systems.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"mopmc {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
+    verbose: bool = typer.Option(False, "--verbose", help="Show Storm's own log output on stderr."),
+) -> None:
+    from mopmc.io.quiet import set_verbose
+
+    set_verbose(verbose)
+
+
+ConstOpt = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...]; may be repeated.")
+
+
+@app.command()
+def info(
+    model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb)."),
+    const: Optional[List[str]] = ConstOpt,
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+) -> None:
+    """Load a model and show what is in it."""
+
+    def body():
+        from mopmc.io.load import load
+
+        loaded = load(model, parse_consts(const))
+        m = loaded.model
+        summary = {"model": model, "type": loaded.kind, **m.summary(), "load_seconds": round(loaded.seconds, 4)}
+        if json_out:
+            print_json(summary)
+            return
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title=model, show_header=False)
+        for key in ("type", "states", "choices", "transitions", "initial_state"):
+            table.add_row(key, str(summary[key]))
+        table.add_row("reward models", ", ".join(summary["reward_models"]) or "(none)")
+        table.add_row("labels", ", ".join(summary["labels"]) or "(none)")
+        acts = [a for a in summary["actions"] if a]
+        if acts:
+            table.add_row("actions", ", ".join(acts))
+        table.add_row("load time", f"{summary['load_seconds']:.3f} s")
+        Console().print(table)
+
+    run_cli(body)
+
+
+def _register_optional() -> None:
+    """Attach the command groups that live in their own modules (when present)."""
+    for module, name in (("mopmc.cli.check", None), ("mopmc.cli.design", "design"), ("mopmc.cli.rt", "rt")):
+        try:
+            mod = import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name == module:
+                continue
+            raise
+        sub = getattr(mod, "app", None)
+        if sub is None:
+            continue
+        if name is None:
+            for cmd in sub.registered_commands:
+                app.registered_commands.append(cmd)
+        else:
+            app.add_typer(sub, name=name)
+
+
+def main() -> None:
+    """Entry point of the ``mopmc`` script: never a traceback for user errors."""
+    try:
+        _register_optional()
+        app()
+    except SystemExit:
+        raise
+    except Exception as exc:  # an internal error: one line, exit 1, traceback only with --verbose
+        if "--verbose" in sys.argv:
+            traceback.print_exc()
+        fail(f"internal error: {type(exc).__name__}: {exc}", 1)
+
+
+if __name__ == "__main__":
+    main()

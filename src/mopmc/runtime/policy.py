@@ -1,0 +1,146 @@
+"""Who resolves the switch's nondeterminism: a fixed configuration, uniform, or a scheduler file.
+
+Each decision consumes exactly one uniform draw from the policy's own Generator (also when it is
+deterministic), so changing the policy never shifts the delay or traffic random streams, and the
+same seed replays the same decisions.
+
+>>> import numpy as np
+>>> from mopmc.runtime.switch import DEFAULT_CONFIGURATIONS, SwitchState, Location
+>>> p = parse_switch("C2", DEFAULT_CONFIGURATIONS)
+>>> p.choose(SwitchState(Location.CHOOSE, 0, 0, None), np.random.default_rng(0)).name
+'C2'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import numpy as np
+
+from mopmc.errors import ConfigError
+from mopmc.runtime.scheduler import SchedulerFile, load_scheduler
+from mopmc.runtime.switch import Configuration, SwitchState
+
+
+class SwitchPolicy(Protocol):
+    """Resolves the two choices of the switch model."""
+
+    name: str
+
+    def start_episode(self, rng: np.random.Generator) -> None:
+        """Called once per episode (a mixture picks its component here)."""
+        ...
+
+    def choose(self, state: SwitchState, rng: np.random.Generator) -> Configuration:
+        """The configuration for a round that starts in CHOOSE."""
+        ...
+
+    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
+        """Whether to exit when exit is allowed (``observations``: low_ttc, low_headway, lane_departure)."""
+        ...
+
+
+def _pick(options: Sequence[tuple[int, float]], u: float) -> int:
+    total = 0.0
+    for index, p in options:
+        total += p
+        if u < total:
+            return index
+    return options[-1][0]  # u within rounding of 1
+
+
+@dataclass
+class FixedPolicy:
+    """Always the same configuration; exits as soon as allowed."""
+
+    configuration: Configuration
+
+    @property
+    def name(self) -> str:
+        return self.configuration.name
+
+    def start_episode(self, rng: np.random.Generator) -> None:
+        return None
+
+    def choose(self, state: SwitchState, rng: np.random.Generator) -> Configuration:
+        rng.random()
+        return self.configuration
+
+    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
+        rng.random()
+        return True
+
+
+@dataclass
+class UniformPolicy:
+    """Each configuration with equal probability, drawn every round; exits as soon as allowed."""
+
+    configurations: tuple[Configuration, ...]
+    name: str = "uniform"
+
+    def start_episode(self, rng: np.random.Generator) -> None:
+        return None
+
+    def choose(self, state: SwitchState, rng: np.random.Generator) -> Configuration:
+        n = len(self.configurations)
+        return self.configurations[_pick([(i, 1.0 / n) for i in range(n)], float(rng.random()))]
+
+    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
+        rng.random()
+        return True
+
+
+@dataclass
+class SchedulerPolicy:
+    """Executes a scheduler file: pi(conf | state) each round, pi(stay/exit | state) at exit checks."""
+
+    scheduler: SchedulerFile
+    component: int = 0
+
+    @property
+    def name(self) -> str:
+        return self.scheduler.path
+
+    @property
+    def configurations(self) -> tuple[Configuration, ...]:
+        return self.scheduler.binding.configurations
+
+    def start_episode(self, rng: np.random.Generator) -> None:
+        weights = self.scheduler.weights
+        u = float(rng.random())
+        self.component = _pick(list(enumerate(weights)), u) if len(weights) > 1 else 0
+
+    def choose(self, state: SwitchState, rng: np.random.Generator) -> Configuration:
+        options = self.scheduler.configuration_distribution(
+            self.component, state.timestep, state.consecutive_calls
+        )
+        return self.configurations[_pick(options, float(rng.random()))]
+
+    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
+        if state.configuration is None:
+            raise RuntimeError("exit check without a configuration")
+        p_exit = self.scheduler.exit_probability(
+            self.component, state.timestep, state.consecutive_calls,
+            self.configurations.index(state.configuration), observations,
+        )
+        return float(rng.random()) < p_exit
+
+
+SWITCH_NAMES = "none, C1, C2, C3, C4, uniform or a scheduler FILE.json"
+
+
+def parse_switch(text: str, configurations: tuple[Configuration, ...]) -> SwitchPolicy | None:
+    """``none`` -> None (primary only); a configuration name; ``uniform``; or a scheduler file path."""
+    if text == "none":
+        return None
+    if text == "uniform":
+        return UniformPolicy(configurations)
+    for conf in configurations:
+        if text == conf.name:
+            return FixedPolicy(conf)
+    if text.endswith(".json") or Path(text).exists():
+        return SchedulerPolicy(load_scheduler(text))
+    raise ConfigError(f"unknown switch {text!r}; expected {SWITCH_NAMES}")
