@@ -39,7 +39,7 @@ def test_written_model_has_same_values_in_storm(tmp_path):
     sm = stormpy.build_model_from_umb(str(path))
     prop = stormpy.parse_properties('Pmax=? [F "six"]')[0]
     res = stormpy.model_checking(sm, prop)
-    assert res.at(sm.initial_states[0]) == pytest.approx(1 / 6, abs=1e-12)
+    assert res.get_value(sm.initial_states[0]) == pytest.approx(1 / 6, abs=1e-6)  # Storm's default (unsound) value iteration
 
 
 def test_valuations_with_negative_and_bool(tmp_path):

@@ -88,6 +88,7 @@ def load(
     program = storm.parse_program(path)
     program = storm.define_constants(program, path, constants)
     formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
+    storm.check_labels(program, formulas, str(path))
     t_parse = time.perf_counter()
     built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=valuations)
     kind = storm.model_kind(built)

@@ -47,7 +47,7 @@ def parse_program(path: Path):
             if suffix in JANI_SUFFIXES:
                 model, _props = sp.parse_jani_model(str(path))
                 return model
-            return sp.parse_prism_program(str(path))
+            return sp.parse_prism_program(str(path), prism_compatibility=True)
     except Exception as exc:  # stormpy raises RuntimeError subclasses carrying Storm's message
         msg = _storm_message(exc)
         m = re.search(r"Parsing error at (\d+):(\d+):?\s*(.*)", msg)
@@ -68,7 +68,12 @@ def define_constants(program, path: Path, constants: Mapping[str, str]):
     """Substitute ``constants`` (name -> value text) into the program; reject unknown or missing names."""
     sp = stormpy()
     known = {c.name for c in program.constants}
+    defined = {c.name for c in program.constants if c.defined}
     for name in constants:
+        if name in defined:
+            raise UndefinedConstantsError(
+                f"{path}: --const {name}: constant {name!r} is already defined in the model; only undefined constants can be set"
+            )
         if name not in known:
             raise UndefinedConstantsError(
                 f"{path}: --const {name}: no constant {name!r} in the model; it has: {', '.join(sorted(known)) or '(none)'}"
@@ -95,6 +100,22 @@ def parse_formulas(text: str, program, where: str):
             return sp.parse_properties(text, program)
     except Exception as exc:
         raise PropertyError(f"{where}: {_storm_message(exc)}") from None
+
+
+def check_labels(program, formulas, where: str) -> None:
+    """Reject properties that name labels the PRISM program does not define (before building)."""
+    from mopmc.errors import UnknownNameError
+    from mopmc.properties.states import label_names
+
+    if not hasattr(program, "labels"):
+        return
+    known = {l.name for l in program.labels} | {"init", "deadlock"}
+    for i, prop in enumerate(formulas):
+        for name in label_names(prop.get_raw_formula()):
+            if name not in known:
+                raise UnknownNameError(
+                    f"{where}: property {i + 1}: unknown label {name!r}; the model has: {', '.join(sorted(known))}"
+                )
 
 
 def build(program, path: Path, formulas: Iterable = (), *, valuations: bool = False, origins: bool = False):
