@@ -110,7 +110,13 @@ def check_labels(program, formulas, where: str) -> None:
     if not hasattr(program, "labels"):
         return
     known = {l.name for l in program.labels} | {"init", "deadlock"}
+    rewards = {r.name for r in program.reward_models}
     for i, prop in enumerate(formulas):
+        for name in re.findall(r'R\{"([^"]*)"\}', str(prop.get_raw_formula())):
+            if name not in rewards:
+                raise UnknownNameError(
+                    f"{where}: property {i + 1}: unknown reward model {name!r}; the model has: {', '.join(sorted(rewards)) or '(none)'}"
+                )
         for name in label_names(prop.get_raw_formula()):
             if name not in known:
                 raise UnknownNameError(
@@ -180,6 +186,8 @@ def build_from_umb(path: Path):
 
 def temp_umb_path() -> Path:
     """A fresh temporary path for an UMB archive (the caller deletes it)."""
-    fd, name = tempfile.mkstemp(suffix=".umb", prefix="mopmc-")
+    shm = "/dev/shm"
+    folder = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    fd, name = tempfile.mkstemp(suffix=".umb", prefix="mopmc-", dir=folder)
     os.close(fd)
     return Path(name)
