@@ -1,0 +1,119 @@
+"""Inner and outer approximations of the achievable set (maximisation space, downward closed).
+
+The inner polytope is the downward closure of the convex hull of the vertices found; the outer one
+is the intersection of the supporting halfspaces ``w . y <= w . p + error`` (shifted by the oracle's
+error bound, so it still contains the achievable set). Both are refined by querying the oracle in
+the direction that separates the outer optimum from the inner polytope.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy.optimize import linprog
+
+_OPTS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+DUPLICATE = 1e-12
+
+
+@dataclass
+class Approximation:
+    m: int
+    vertices: list = field(default_factory=list)  # y points
+    schedulers: list = field(default_factory=list)
+    normals: list = field(default_factory=list)
+    offsets: list = field(default_factory=list)
+    directions: list = field(default_factory=list)
+    calls: int = 0
+
+    def add(self, w: np.ndarray, y: np.ndarray, error: float, scheduler) -> bool:
+        """Record an oracle answer; returns True when the vertex is new."""
+        self.calls += 1
+        w = np.asarray(w, float)
+        if not any(np.allclose(w, d, atol=1e-12) for d in self.directions):
+            self.directions.append(w)
+            self.normals.append(w)
+            self.offsets.append(float(w @ y + max(error, 0.0)))
+        for v in self.vertices:
+            if np.max(np.abs(v - y)) <= DUPLICATE * max(1.0, np.max(np.abs(y))):
+                return False
+        self.vertices.append(np.asarray(y, float))
+        self.schedulers.append(scheduler)
+        return True
+
+    @property
+    def V(self) -> np.ndarray:
+        return np.array(self.vertices).reshape(-1, self.m)
+
+    @property
+    def H(self) -> tuple[np.ndarray, np.ndarray]:
+        return np.array(self.normals).reshape(-1, self.m), np.array(self.offsets)
+
+    # --- linear programs over the two approximations -------------------------------------
+    def outer_max(self, c: np.ndarray, d: float, a: np.ndarray, lower: np.ndarray):
+        """max c.y + d t  s.t.  W y <= b,  y_j - a_j t >= lower_j (finite lower only).
+
+        Returns (value, y, t) or None when infeasible."""
+        W, b = self.H
+        m = self.m
+        rows, rhs = [np.hstack([W, np.zeros((len(b), 1))])], [b]
+        fin = np.isfinite(lower)
+        if fin.any():
+            A = np.zeros((fin.sum(), m + 1))
+            A[np.arange(fin.sum()), np.flatnonzero(fin)] = -1.0
+            A[:, m] = a[fin]
+            rows.append(A)
+            rhs.append(-lower[fin])
+        res = linprog(-np.append(c, d), A_ub=np.vstack(rows), b_ub=np.concatenate(rhs),
+                      bounds=[(None, None)] * (m + 1), method="highs", options=_OPTS)
+        if res.status == 2:
+            return None
+        if res.status != 0:
+            raise RuntimeError(f"outer LP failed: {res.message}")
+        return -res.fun, res.x[:m], res.x[m]
+
+    def inner_max(self, c: np.ndarray, d: float, a: np.ndarray, lower: np.ndarray):
+        """max c.(V^T l) + d t  s.t.  l >= 0, sum l = 1, (V^T l)_j - a_j t >= lower_j.
+
+        Returns (value, weights l, t) or None when infeasible."""
+        V = self.V
+        k, m = V.shape
+        fin = np.isfinite(lower)
+        A_ub = b_ub = None
+        if fin.any():
+            A_ub = np.hstack([-V[:, fin].T, a[fin][:, None]])
+            b_ub = -lower[fin]
+        res = linprog(-np.append(V @ c, d), A_ub=A_ub, b_ub=b_ub, A_eq=np.append(np.ones(k), 0.0)[None, :],
+                      b_eq=[1.0], bounds=[(0, None)] * k + [(None, None)], method="highs", options=_OPTS)
+        if res.status == 2:
+            return None
+        if res.status != 0:
+            raise RuntimeError(f"inner LP failed: {res.message}")
+        lam = np.clip(res.x[:k], 0.0, None)
+        lam /= lam.sum()
+        return -res.fun, lam, res.x[k]
+
+    def separating_direction(self, y: np.ndarray) -> tuple[np.ndarray, float]:
+        """w >= 0, sum w = 1, maximising w.y - max_v w.v; returns (w, gap)."""
+        V = self.V
+        k, m = V.shape
+        # variables w (m), z; max w.y - z s.t. V w - z <= 0
+        res = linprog(-np.append(y, -1.0), A_ub=np.hstack([V, -np.ones((k, 1))]), b_ub=np.zeros(k),
+                      A_eq=np.append(np.ones(m), 0.0)[None, :], b_eq=[1.0],
+                      bounds=[(0, None)] * m + [(None, None)], method="highs", options=_OPTS)
+        if res.status != 0:
+            raise RuntimeError(f"separation LP failed: {res.message}")
+        w = np.clip(res.x[:m], 0.0, None)
+        return w / w.sum(), -res.fun
+
+
+def start(call, m: int) -> Approximation:
+    """Query the unit directions (each objective alone), which bounds the outer polytope."""
+    approx = Approximation(m)
+    for i in range(m):
+        w = np.zeros(m)
+        w[i] = 1.0
+        y, err, sched = call(w)
+        approx.add(w, y, err, sched)
+    return approx

@@ -1,0 +1,26 @@
+"""Answer a ``multi(...)`` property with the chosen engine's oracle."""
+
+from __future__ import annotations
+
+from mopmc.queries.multi import DEFAULT_PRECISION, MultiResult, achievability, numerical, pareto
+from mopmc.queries.oracle import Oracle, lp_oracle
+
+
+def make_oracle(model, objectives, engine: str = "kernel") -> Oracle:
+    """The weighted-optimisation oracle of an engine: ``kernel`` (iterative CPU) or ``lp`` (exact)."""
+    if engine == "lp":
+        return lp_oracle(model, objectives)
+    from mopmc.engine.oracle import kernel_oracle  # provided by the engine package
+
+    return kernel_oracle(model, objectives)
+
+
+def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION) -> MultiResult:
+    """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property."""
+    oracle = make_oracle(model, prop.objectives, engine)
+    kind = prop.kind
+    if kind == "achievability":
+        return achievability(oracle, prop.objectives, precision=precision)
+    if kind == "numerical":
+        return numerical(oracle, prop.objectives, precision=precision)
+    return pareto(oracle, prop.objectives, precision=precision, exhaustive=model.n_states < 10_000)

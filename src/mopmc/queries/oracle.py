@@ -1,0 +1,87 @@
+"""The oracle every multi-objective query calls: maximise ``w . x`` over achievable vectors ``x``.
+
+Queries work in a *maximisation space*: ``y = sign * x`` with ``sign[i] = +1`` for objectives to
+maximise and ``-1`` for objectives to minimise, so larger is better everywhere, every threshold is a
+lower bound ``y_i >= q_i``, and the achievable set may be replaced by its downward closure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from mopmc.errors import PropertyError
+
+
+@dataclass(frozen=True)
+class Vertex:
+    """One oracle answer: ``point`` in original units; ``error`` bounds ``w . point`` below the
+    true optimum (0 for exact engines); ``scheduler`` is whatever the engine returns."""
+
+    point: np.ndarray
+    error: float = 0.0
+    scheduler: Any = None
+
+
+class Oracle(Protocol):
+    def __call__(self, weights: np.ndarray) -> Vertex:  # weights in original units: maximise weights . x
+        ...
+
+
+@dataclass(frozen=True)
+class Space:
+    """Signs and thresholds of a ``multi(...)`` property in maximisation space."""
+
+    sign: np.ndarray  # +1 max, -1 min
+    lower: np.ndarray  # y_i >= lower_i; -inf where unconstrained
+    query: np.ndarray  # boolean: objectives asked with =?
+
+    @classmethod
+    def of(cls, objectives: Sequence) -> "Space":
+        sign = np.array([1.0 if o.sense == "max" else -1.0 for o in objectives])
+        lower = np.full(len(objectives), -np.inf)
+        for i, o in enumerate(objectives):
+            if o.threshold is None:
+                continue
+            upper_bound = o.comparison.startswith("<")
+            if upper_bound != (o.sense == "min"):
+                raise PropertyError(
+                    f"{o.text}: a {o.comparison} bound on a {o.sense}imised objective is not supported in multi(...)"
+                )
+            value = o.threshold
+            if getattr(o, "negated", False):
+                pass  # thresholds of G are on the G value itself; the oracle reports G values
+            lower[i] = sign[i] * value
+        return cls(sign, lower, np.array([o.is_query for o in objectives]))
+
+    def to_y(self, x: np.ndarray) -> np.ndarray:
+        return self.sign * np.asarray(x, dtype=float)
+
+    def to_x(self, y: np.ndarray) -> np.ndarray:
+        return self.sign * np.asarray(y, dtype=float)
+
+
+def y_oracle(oracle: Oracle, space: Space) -> Callable[[np.ndarray], tuple[np.ndarray, float, Any]]:
+    """The oracle in maximisation space: ``w_y -> (y, error, scheduler)``."""
+
+    def call(w: np.ndarray):
+        v = oracle(np.asarray(w, dtype=float) * space.sign)
+        return space.to_y(v.point), float(v.error), v.scheduler
+
+    return call
+
+
+def lp_oracle(model, objectives) -> Oracle:
+    """The exact LP engine as an oracle (occupation polytope built once)."""
+    from mopmc.engine.lp import lp_optimise
+    from mopmc.engine.lp_product import occupation_polytope
+
+    poly = occupation_polytope(model, objectives)
+
+    def call(weights: np.ndarray) -> Vertex:
+        res = lp_optimise(model, objectives, weights, polytope=poly)
+        return Vertex(np.asarray(res.point, dtype=float), 0.0, res.x)
+
+    return call

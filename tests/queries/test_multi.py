@@ -1,0 +1,66 @@
+"""Multi-objective queries over the exact LP oracle, checked against hand-computed values and Storm."""
+
+import numpy as np
+import pytest
+
+from conftest import shared_model
+from mopmc.examples import files
+from mopmc.io.load import load
+from mopmc.queries.multi import achievability, numerical, pareto
+from mopmc.queries.oracle import lp_oracle
+
+# tradeoff.nm: always "fast" gives (time, energy) = (1.2/0.98, 5.2/0.98); always "slow" gives
+# (4.8333/0.9, 2.4167/0.9); every other point of the front mixes the two.
+FAST = np.array([1.2 / 0.98, 5.2 / 0.98])
+SLOW = np.array([(3 + 1 / 0.6 * 0.5 + 1) / 0.9, (1 + 0.5 * 0.5 / 0.6 + 1) / 0.9])
+
+
+def props(text, model=files.tradeoff):
+    loaded = load(model, properties=text)
+    return loaded.model, loaded.properties()
+
+
+def test_pareto_tradeoff_vertices():
+    model, (p,) = props('multi(R{"time"}min=? [C], R{"energy"}min=? [C])')
+    res = pareto(lp_oracle(model, p.objectives), p.objectives, exhaustive=True)
+    pts = np.array(sorted(res.points))
+    np.testing.assert_allclose(pts, np.array(sorted([FAST.tolist(), SLOW.tolist()])), atol=1e-9)
+
+
+@pytest.mark.parametrize("t_time, t_energy, expected", [(2.0, 3.0, False), (4.0, 4.0, True), (5.0, 3.0, True), (1.0, 9.0, False)])
+def test_achievability_verdicts(t_time, t_energy, expected):
+    model, (p,) = props(f'multi(R{{"time"}}<={t_time} [C], R{{"energy"}}<={t_energy} [C])')
+    res = achievability(lp_oracle(model, p.objectives), p.objectives)
+    assert res.achievable is expected
+    # the margin is exact: the best mixture lam*FAST + (1-lam)*SLOW maximising min slack
+    lam = np.linspace(0, 1, 200001)[:, None]
+    mix = lam * FAST + (1 - lam) * SLOW
+    margin = np.max(np.min(np.array([t_time, t_energy]) - mix, axis=1))
+    assert res.margin == pytest.approx(margin, abs=1e-4)
+    if expected:
+        pts, w = np.array(res.witness.points), np.array(res.witness.weights)
+        assert np.all(w @ pts <= np.array([t_time, t_energy]) + 1e-9)
+    else:
+        cert = res.certificate
+        assert cert["required"] > cert["bound"]
+
+
+def test_numerical():
+    model, (p,) = props('multi(R{"time"}min=? [C], R{"energy"}<=4 [C])')
+    res = numerical(lp_oracle(model, p.objectives), p.objectives)
+    lam = (4 - SLOW[1]) / (FAST[1] - SLOW[1])
+    best = lam * FAST[0] + (1 - lam) * SLOW[0]
+    assert res.value == pytest.approx(best, abs=1e-6)
+    assert res.lower <= best + 1e-9 and res.upper >= best - 1e-9
+    model, (p,) = props('multi(R{"time"}min=? [C], R{"energy"}<=2 [C])')
+    assert numerical(lp_oracle(model, p.objectives), p.objectives).status == "infeasible"
+
+
+def test_table3_achievability_against_storm():
+    path = shared_model("switch-table3/switch_model.prism")
+    for name, expected in (("switch_metrics_mo2.props", True), ("switch_metrics_mo.props", False)):
+        text = (path.parent / name).read_text()
+        loaded = load(path, properties=text)
+        (p,) = [q for q in loaded.properties() if q.kind == "achievability"]
+        res = achievability(lp_oracle(loaded.model, p.objectives), p.objectives)
+        assert res.achievable is expected, (name, res.margin)
