@@ -1,6 +1,6 @@
 import pytest
 
-from conftest import assert_one_line_error, run_mopmc, shared_model
+from support import assert_one_line_error, run_mopmc, shared_model
 from mopmc.examples import files
 
 

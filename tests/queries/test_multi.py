@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from conftest import shared_model
+from support import shared_model
 from mopmc.examples import files
 from mopmc.io.load import load
 from mopmc.queries.multi import achievability, numerical, pareto

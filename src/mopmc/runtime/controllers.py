@@ -77,7 +77,7 @@ class SecondaryController:
 
     name: str
     ttc_threshold: float
-    headway_threshold: float = 1.0
+    headway_threshold: float = 1.5
     cruise_speed: float = 25.0
     max_accel: float = 3.0
     max_brake: float = 5.0

@@ -4,7 +4,7 @@ Grammar (all times in seconds)::
 
     0.15                 fixed delay of 0.15 s
     exp:MEAN             exponential with mean MEAN (scale = MEAN)
-    exp:MEAN:TRUNC       exponential with mean MEAN, truncated to [0, TRUNC] (resampled, not clipped)
+    exp:MEAN:TRUNC       exponential with mean MEAN, truncated to [0, TRUNC] (inverse CDF, not clipped)
     uniform:A:B          uniform on [A, B]
     empirical:FILE.csv   resample (with replacement) the delays listed in FILE.csv
 
@@ -168,8 +168,8 @@ def parse_delay_spec(spec: str) -> DelayDistribution:
     text = spec.strip()
     if not text:
         raise ConfigError(f"empty delay spec; expected {_GRAMMAR}")
-    kind, _, rest = text.partition(":")
-    if not rest:
+    kind, colon, rest = text.partition(":")
+    if not colon:
         try:
             float(text)
         except ValueError:

@@ -13,7 +13,7 @@ same seed replays the same decisions.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -21,6 +21,7 @@ from typing import Protocol
 import numpy as np
 
 from mopmc.errors import ConfigError
+from mopmc.runtime.metrics import StepMetrics
 from mopmc.runtime.scheduler import SchedulerFile, load_scheduler
 from mopmc.runtime.switch import Configuration, SwitchState
 
@@ -38,8 +39,8 @@ class SwitchPolicy(Protocol):
         """The configuration for a round that starts in CHOOSE."""
         ...
 
-    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
-        """Whether to exit when exit is allowed (``observations``: low_ttc, low_headway, lane_departure)."""
+    def exit(self, state: SwitchState, metrics: StepMetrics, rng: np.random.Generator) -> bool:
+        """Whether to exit, asked only when exit is allowed; ``metrics`` are the step's metrics."""
         ...
 
 
@@ -69,7 +70,7 @@ class FixedPolicy:
         rng.random()
         return self.configuration
 
-    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
+    def exit(self, state: SwitchState, metrics: StepMetrics, rng: np.random.Generator) -> bool:
         rng.random()
         return True
 
@@ -88,7 +89,7 @@ class UniformPolicy:
         n = len(self.configurations)
         return self.configurations[_pick([(i, 1.0 / n) for i in range(n)], float(rng.random()))]
 
-    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
+    def exit(self, state: SwitchState, metrics: StepMetrics, rng: np.random.Generator) -> bool:
         rng.random()
         return True
 
@@ -119,9 +120,10 @@ class SchedulerPolicy:
         )
         return self.configurations[_pick(options, float(rng.random()))]
 
-    def exit(self, state: SwitchState, observations: Mapping[str, bool], rng: np.random.Generator) -> bool:
+    def exit(self, state: SwitchState, metrics: StepMetrics, rng: np.random.Generator) -> bool:
         if state.configuration is None:
             raise RuntimeError("exit check without a configuration")
+        observations = self.scheduler.observations(metrics)
         p_exit = self.scheduler.exit_probability(
             self.component, state.timestep, state.consecutive_calls,
             self.configurations.index(state.configuration), observations,

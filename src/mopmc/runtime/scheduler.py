@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mopmc.errors import SchedulerError
+from mopmc.runtime.metrics import StepMetrics
 from mopmc.runtime.switch import Configuration
 
 FORMAT = "mopmc-scheduler"
@@ -99,6 +100,17 @@ class SchedulerFile:
         if found is None:
             raise SchedulerError(self._missing("exit_check", key))
         return found
+
+    def observations(self, metrics: StepMetrics) -> dict[str, bool]:
+        """The bound recorder observations of a step (low = at or below the threshold)."""
+        values = {"low_ttc": metrics.ttc, "low_headway": metrics.headway}
+        out: dict[str, bool] = {}
+        for name, o in self.binding.observations.items():
+            if name == "lane_departure":
+                out[name] = metrics.lane_departure
+            else:
+                out[name] = values[name] <= (o.threshold if o.threshold is not None else 0.0)
+        return out
 
     def _missing(self, location: str, key: tuple[int, ...]) -> str:
         b = self.binding

@@ -1,0 +1,58 @@
+"""Shared test helpers: the reference-model folder and running the installed ``mopmc``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
+
+
+def shared_model(relative: str) -> Path:
+    """A reference model from ../shared/benchmarks, or a visible skip when it is absent."""
+    path = SHARED / relative
+    if not path.exists():
+        pytest.skip(f"reference model {relative} not found under {SHARED}")
+    return path
+
+
+class CliResult:
+    def __init__(self, proc: subprocess.CompletedProcess):
+        self.code = proc.returncode
+        self.stdout = proc.stdout
+        self.stderr = proc.stderr
+
+    @property
+    def stderr_lines(self) -> list[str]:
+        return [line for line in self.stderr.splitlines() if line.strip()]
+
+    def json(self):
+        return json.loads(self.stdout)
+
+
+def run_mopmc(*args: str, cwd: str | Path | None = None, timeout: float = 300) -> CliResult:
+    """Run the installed ``mopmc`` (via ``python -m mopmc``) in a subprocess."""
+    env = dict(os.environ)
+    proc = subprocess.run(
+        [sys.executable, "-m", "mopmc", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+    )
+    return CliResult(proc)
+
+
+def assert_one_line_error(result: CliResult, *fragments: str, code: int = 2) -> None:
+    """Exit code, exactly one non-empty stderr line, no traceback, and the expected words."""
+    assert result.code == code, (result.code, result.stderr, result.stdout)
+    assert len(result.stderr_lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for frag in fragments:
+        assert frag in result.stderr, (frag, result.stderr)
