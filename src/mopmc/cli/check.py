@@ -1,0 +1,133 @@
+"""``mopmc check MODEL --prop P | --props FILE``: single-objective values (and multi(...) when available).
+
+Results go to stdout (a rich table, or with ``--json`` a JSON list with one object per property);
+errors are one line on stderr. An infinite optimum: with one property a one-line error; with several,
+every result is printed, that one marked ``"status": "infinite"``; the exit code is 2 in both cases.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from mopmc.cli.common import fail, parse_consts, print_json, run_cli
+from mopmc.errors import InfiniteValueError, PropertyError
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+def check_command(
+    model: str,
+    prop: str | None,
+    props_file: str | None,
+    const: list[str] | None,
+    json_out: bool,
+    export_scheduler: str | None,
+    precision: float,
+    engine: str,
+) -> None:
+    """The body of ``mopmc check`` (wrapped by :func:`run_cli` in :func:`check`)."""
+    from mopmc.io.load import load
+    from mopmc.properties.parse import read_property_file
+    from mopmc.queries.single import check as check_single
+
+    if (prop is None) == (props_file is None):
+        raise PropertyError("give exactly one of --prop TEXT or --props FILE")
+    if engine not in ("kernel", "lp"):
+        raise PropertyError(f"--engine {engine!r}: use kernel or lp")
+    text = prop if prop is not None else read_property_file(props_file)
+    loaded = load(model, parse_consts(const), properties=text)
+    props = loaded.properties()
+    if not props:
+        raise PropertyError(f"no property found in {props_file or repr(prop)}")
+    rows, schedulers, infinite = [], [], []
+    for p in props:
+        if p.multi:
+            row, sched = _multi(loaded.model, p, engine, precision), None
+        else:
+            res = check_single(loaded.model, p, precision=precision, engine=engine)
+            row, sched = res.to_json(), res.scheduler
+            if res.status == "infinite":
+                infinite.append(res.message)
+        row["timings"] = {"load": loaded.seconds, **row.get("timings", {})}
+        rows.append(row)
+        schedulers.append(sched)
+    if infinite and len(props) == 1:
+        raise InfiniteValueError(infinite[0])
+    if export_scheduler:
+        _export(export_scheduler, loaded.model, props, schedulers)
+    if json_out:
+        print_json(rows)
+    else:
+        _table(model, rows)
+    if infinite:
+        raise SystemExit(2)
+
+
+def _multi(model, p, engine: str, precision: float) -> dict:
+    try:
+        from mopmc.queries.dispatch import multi_query
+    except ImportError:
+        raise PropertyError(f"{p.text}: multi-objective queries are not implemented yet") from None
+    start = time.perf_counter()
+    res = multi_query(model, p, engine=engine, precision=precision)
+    out = res.to_json() if hasattr(res, "to_json") else {"value": getattr(res, "value", None)}
+    out.setdefault("property", p.text)
+    out.setdefault("kind", p.kind)
+    out.setdefault("objectives", [o.to_json() for o in p.objectives])
+    out.setdefault("precision", precision)
+    out.setdefault("timings", {"check": time.perf_counter() - start})
+    return out
+
+
+def _export(path: str, model, props, schedulers) -> None:
+    found = [(p, s) for p, s in zip(props, schedulers) if s is not None]
+    if not found:
+        raise PropertyError(f"--export-scheduler {path}: no property produced a scheduler")
+    doc = [{"property": p.text, **s.to_json(model)} for p, s in found]
+    Path(path).write_text(json.dumps(doc[0] if len(doc) == 1 else doc, indent=1) + "\n")
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "inf" if v == math.inf else "-inf" if v == -math.inf else f"{v:.10g}"
+    return str(v)
+
+
+def _table(model: str, rows: list[dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=model)
+    for col in ("property", "value", "status", "seconds"):
+        table.add_column(col)
+    for r in rows:
+        value = r.get("value")
+        if "satisfied" in r:
+            value = f"{_fmt(value)} ({'true' if r['satisfied'] else 'false'})"
+        elif r.get("kind") == "achievability":
+            value = f"{'true' if r['achievable'] else 'false'} (margin {_fmt(r['margin'])})"
+        elif r.get("kind") == "pareto":
+            value = f"{len(r['points'])} Pareto points"
+        table.add_row(r.get("property", ""), _fmt(value), r.get("status", "ok"), f"{r['timings'].get('check', 0):.3f}")
+    Console().print(table)
+
+
+@app.command("check")
+def check(
+    model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb)."),
+    prop: Optional[str] = typer.Option(None, "--prop", help="Property text, e.g. 'Pmax=? [F \"goal\"]'."),
+    props_file: Optional[str] = typer.Option(None, "--props", help="A file of properties (PRISM syntax)."),
+    const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...]; may be repeated."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON list, one object per property."),
+    export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the optimal scheduler as JSON."),
+    precision: float = typer.Option(1e-6, "--precision", help="Relative precision for iterative methods."),
+    engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU) or lp (exact occupation LP)."),
+) -> None:
+    """Check properties: single-objective values, and multi(...) queries."""
+    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine))

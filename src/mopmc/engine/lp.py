@@ -1,0 +1,380 @@
+"""The exact LP engine: every query answered over the occupation-measure polytope.
+
+This is the oracle the iterative kernel is checked against, and a usable engine for small and
+medium models. Linear queries go to HiGHS (through ``scipy.optimize.linprog``), convex ones to
+Clarabel (through cvxpy, imported lazily). See :mod:`mopmc.engine.lp_product` for the polytope.
+
+Direction convention: :func:`lp_optimise` *maximises* ``w . v`` where ``v`` is the objective vector
+in original units (probabilities, rewards); the objectives' own ``sense`` is ignored there. To
+minimise objective ``i``, give it a negative weight.
+
+Infinite values: a direction in which some scheduler collects unbounded reward (a reachable end
+component collecting reward in the preferred direction) makes the LP unbounded; the multi-objective
+functions raise :class:`~mopmc.errors.InfiniteValueError`, :func:`lp_value` returns ``inf``/``-inf``
+as Storm's single-objective engine does. Schedulers infinite in the *other* direction are dominated
+and never chosen (they are not representable with finite ``x``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass
+from typing import Callable, NamedTuple, Sequence
+
+import numpy as np
+from scipy.optimize import linprog
+from scipy.sparse import csr_matrix, hstack, identity, vstack
+from scipy.sparse.linalg import spsolve
+
+from mopmc.engine.lp_product import OccupationLP, occupation_polytope
+from mopmc.engine.mec import maximal_end_components
+from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
+from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.properties.objectives import Objective
+
+_HIGHS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": True}
+
+
+class LPOptimum(NamedTuple):
+    """``value`` = ``w . point``; ``point`` in original units; ``x`` the occupation vector."""
+
+    value: float
+    point: np.ndarray
+    x: np.ndarray
+
+
+class Achievability(NamedTuple):
+    """``margin`` is the largest ``t`` (capped at 1) such that every threshold holds with slack ``t``
+    (in each objective's own units); ``point``/``x`` realise it."""
+
+    achievable: bool
+    margin: float
+    point: np.ndarray
+    x: np.ndarray
+
+
+class ConvexOptimum(NamedTuple):
+    """``loss`` at the optimal ``point`` (original units), realised by occupation vector ``x``."""
+
+    loss: float
+    point: np.ndarray
+    x: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class RandomisedScheduler:
+    """A memoryless randomised scheduler on the LP's product MDP.
+
+    ``choice[j]`` is the probability of product choice ``j`` in its state; ``stop[p]`` the
+    probability, in product state ``p``, of committing to stay forever in the zero-reward end
+    component of ``p`` (then play ``stay[p]``, a choice that never leaves it); ``visits[p]`` the
+    expected number of visits to ``p`` under ``x``. Without stops and goal
+    memory (``polytope.has_memory`` false) this is a memoryless scheduler of the model itself; map
+    product choices to model choices with ``polytope.choice``.
+    """
+
+    polytope: OccupationLP
+    choice: np.ndarray
+    stop: np.ndarray
+    stay: np.ndarray
+    visits: np.ndarray
+
+
+class _Status:
+    OPTIMAL, UNBOUNDED, INFEASIBLE = "optimal", "unbounded", "infeasible"
+
+
+def _linprog(c_max, a_eq, b_eq, a_ub=None, b_ub=None, bounds=(0, None)):
+    """Maximise ``c . z``; returns (status, z)."""
+    res = linprog(-np.asarray(c_max, dtype=float), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq,
+                  bounds=bounds, method="highs", options=_HIGHS)
+    if res.status == 4:
+        # tight tolerances can stall HiGHS on badly scaled models; polish() restores precision
+        res = linprog(-np.asarray(c_max, dtype=float), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq,
+                      bounds=bounds, method="highs")
+    if res.status == 0:
+        return _Status.OPTIMAL, res.x
+    if res.status == 3:
+        return _Status.UNBOUNDED, None
+    if res.status == 2:
+        # HiGHS' presolve may only know "infeasible or unbounded": ask for feasibility alone.
+        feas = linprog(np.zeros(len(c_max)), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq,
+                       bounds=bounds, method="highs", options=_HIGHS)
+        return (_Status.UNBOUNDED if feas.status == 0 else _Status.INFEASIBLE), None
+    raise InfiniteValueError(f"HiGHS failed on the occupation LP: {res.message} (status {res.status})")
+
+
+def _direction(lp: OccupationLP, weights: Sequence[float]) -> np.ndarray:
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (len(lp.objectives),):
+        raise PropertyError(f"{len(w)} weights for {len(lp.objectives)} objectives")
+    return np.asarray(lp.gain.T @ (w * lp.scale)).ravel()
+
+
+def _maximise(lp: OccupationLP, weights: Sequence[float]):
+    c = _direction(lp, weights)
+    if _gains_forever(lp, c[: lp.n_choices]):
+        return _Status.UNBOUNDED, None
+    return _linprog(c, lp.flow, lp.rhs())
+
+
+def _gains_forever(lp: OccupationLP, c: np.ndarray) -> bool:
+    """True when an end component's own choices gain ``c >= 0`` with some ``c > 0``.
+
+    Cycling through all of its choices then gains infinitely; HiGHS can take minutes to prove such
+    an LP unbounded. Components with gains of both signs are left to HiGHS.
+    """
+    ec = lp.end_components
+    inside = np.flatnonzero(ec.choices)
+    if len(inside) == 0:
+        return False
+    comp = ec.component[lp.product.state_of_choice()[inside]]
+    positive = np.bincount(comp, weights=(c[inside] > 0), minlength=ec.count) > 0
+    negative = np.bincount(comp, weights=(c[inside] < 0), minlength=ec.count) > 0
+    return bool(np.any(positive & ~negative))
+
+
+def lp_optimise(
+    model: SparseMDP,
+    objectives: Sequence[Objective],
+    weights: Sequence[float],
+    *,
+    polytope: OccupationLP | None = None,
+) -> LPOptimum:
+    """Maximise ``weights . v`` over the achievable objective vectors ``v`` (original units).
+
+    Pass ``polytope`` (from :func:`occupation_polytope`) to reuse it across directions. Raises
+    :class:`InfiniteValueError` when the optimum is infinite, or when no scheduler has a finite
+    objective vector.
+
+    >>> from mopmc.properties.objectives import Objective
+    >>> m = SparseMDP.from_arrays([0, 2, 3], [0, 1, 2, 3], [0, 1, 1], [1.0, 1.0, 1.0],
+    ...                           rewards={"r": [0.0, 2.0, 0.0]})
+    >>> float(lp_optimise(m, [Objective(0, "R[C]", "total_reward", "max", "r")], [1.0]).value)
+    2.0
+    """
+    lp = polytope if polytope is not None else occupation_polytope(model, objectives)
+    status, x = _maximise(lp, weights)
+    if status == _Status.UNBOUNDED:
+        raise InfiniteValueError(
+            f"{model.source}: the optimum in direction {list(weights)} is infinite: a reachable end "
+            "component collects reward in that direction; bound the rewards or change the weights"
+        )
+    if status == _Status.INFEASIBLE:
+        raise InfiniteValueError(
+            f"{model.source}: every scheduler stays forever in an end component that collects reward, "
+            "so no scheduler has finite objective values"
+        )
+    x = polish(lp, x)
+    point = lp.values(x)
+    return LPOptimum(float(np.dot(weights, point)), point, x)
+
+
+def lp_value(model: SparseMDP, objective: Objective) -> float:
+    """The single-objective optimum (``objective.sense``) with Storm's single-objective semantics.
+
+    ``R[C]``, ``P[F]``, ``P[U]``, ``P[G]``: optimum over all schedulers; ``inf``/``-inf`` when
+    infinite. ``R[F phi]`` outside ``multi``: paths that never reach ``phi`` collect infinity, so
+    ``min`` ranges over schedulers reaching ``phi`` almost surely (``inf`` if none) and ``max`` is
+    ``inf`` unless every scheduler reaches ``phi`` almost surely.
+    """
+    sign = 1.0 if objective.sense == "max" else -1.0
+    if objective.kind == "reach_reward":
+        target = objective.target_mask(model)
+        if target[model.initial]:
+            return 0.0
+        if objective.sense == "max" and _can_avoid_forever(model, target):
+            return math.inf
+        lp = occupation_polytope(model, [objective], ec_stops=False)
+    else:
+        lp = occupation_polytope(model, [objective])
+    status, x = _maximise(lp, [sign])
+    if status == _Status.UNBOUNDED:
+        return sign * math.inf
+    if status == _Status.INFEASIBLE:
+        # every scheduler misses phi (R[F]) or collects reward forever (R[C])
+        if objective.kind == "reach_reward":
+            return math.inf
+        r = model.reward(objective.reward_model)
+        if np.all(r >= 0):
+            return math.inf
+        if np.all(r <= 0):
+            return -math.inf
+        raise InfiniteValueError(f"{model.source}: {objective.text}: every scheduler collects rewards of both "
+                                 "signs forever; the total reward is undefined")
+    return float(lp.values(polish(lp, x))[0])
+
+
+def _can_avoid_forever(model: SparseMDP, target: np.ndarray) -> bool:
+    """True when some scheduler avoids ``target`` forever with positive probability."""
+    owner = model.state_of_choice()
+    inside = ~target[owner]
+    ec = maximal_end_components(model, inside)
+    if ec.count == 0:
+        return False
+    from scipy.sparse.csgraph import breadth_first_order
+
+    t_choice = model.choice_of_transition()
+    src = owner[t_choice]
+    keep = ~target[src] & (model.probs > 0)
+    graph = csr_matrix((np.ones(int(keep.sum())), (src[keep], model.targets[keep])), shape=(model.n_states,) * 2)
+    reach = breadth_first_order(graph, model.initial, directed=True, return_predecessors=False)
+    return bool(np.any(ec.component[reach] >= 0))
+
+
+def lp_achievable(
+    model: SparseMDP,
+    objectives: Sequence[Objective],
+    thresholds: Sequence[float | None] | None = None,
+    *,
+    polytope: OccupationLP | None = None,
+    tolerance: float = 1e-9,
+) -> Achievability:
+    """Is there a scheduler meeting every threshold? Objectives without a threshold are free.
+
+    ``thresholds`` default to the objectives' own; the comparison of objective ``i`` is its
+    ``comparison`` (``>=``/``>`` for max, ``<=``/``<`` for min when absent). Non-strict bounds hold
+    when ``margin >= -tolerance``, strict ones when ``margin > tolerance``.
+    """
+    lp = polytope if polytope is not None else occupation_polytope(model, objectives)
+    thr = [o.threshold for o in objectives] if thresholds is None else list(thresholds)
+    rows, rhs, strict = [], [], False
+    for i, (o, t) in enumerate(zip(objectives, thr)):
+        if t is None:
+            continue
+        cmp = o.comparison or (">=" if o.sense == "max" else "<=")
+        strict |= cmp in ("<", ">")
+        s = 1.0 if cmp.startswith(">") else -1.0
+        # s * (offset + scale * gain x - t) >= margin  <=>  -s*scale*gain x + margin <= s*(offset - t)
+        rows.append(hstack([-s * lp.scale[i] * lp.gain[i], csr_matrix([[1.0]])]))
+        rhs.append(s * (lp.offset[i] - t))
+    n = lp.n_vars
+    c = np.zeros(n + 1)
+    c[-1] = 1.0
+    a_eq = hstack([lp.flow, csr_matrix((lp.n_states, 1))], format="csr")
+    a_ub = vstack(rows, format="csr") if rows else None
+    bounds = [(0, None)] * n + [(None, 1.0)]
+    status, z = _linprog(c, a_eq, lp.rhs(), a_ub, np.array(rhs) if rows else None, bounds)
+    if status != _Status.OPTIMAL:
+        raise InfiniteValueError(f"{model.source}: no scheduler has finite objective values (LP {status})")
+    margin = float(z[-1])
+    x = z[:-1]
+    ok = margin > tolerance if strict else margin >= -tolerance
+    return Achievability(bool(ok), margin, lp.values(x), x)
+
+
+def lp_convex(
+    model: SparseMDP,
+    objectives: Sequence[Objective],
+    loss: Callable,
+    box: tuple[Sequence[float] | None, Sequence[float] | None] | None = None,
+    *,
+    polytope: OccupationLP | None = None,
+    solver: str = "CLARABEL",
+) -> ConvexOptimum:
+    """Minimise a convex ``loss(v)`` over the achievable vectors ``v`` within ``box = (lower, upper)``.
+
+    ``loss`` receives the objective vector as a cvxpy expression (original units) and returns a
+    convex cvxpy scalar; bounds may be ``None`` or contain ``None``/``inf`` for "unbounded".
+
+    >>> import cvxpy as cp  # doctest: +SKIP
+    >>> lp_convex(m, objs, lambda v: cp.sum_squares(v - target) / len(target), box=(None, upper))  # doctest: +SKIP
+    """
+    try:
+        import cvxpy as cp
+    except ImportError:  # pragma: no cover - cvxpy is a declared dependency of the convex query
+        raise DependencyError('the convex LP oracle needs cvxpy: pip install "mopmc[convex]"') from None
+    lp = polytope if polytope is not None else occupation_polytope(model, objectives)
+    x = cp.Variable(lp.n_vars, nonneg=True)
+    v = lp.offset + cp.multiply(lp.scale, lp.gain @ x)
+    cons = [lp.flow @ x == lp.rhs()]
+    lower, upper = box if box is not None else (None, None)
+    for bound, side in ((lower, 1.0), (upper, -1.0)):
+        if bound is None:
+            continue
+        for i, b in enumerate(bound):
+            if b is not None and math.isfinite(b):
+                cons.append(side * v[i] >= side * b)
+    prob = cp.Problem(cp.Minimize(loss(v)), cons)
+    prob.solve(solver=solver)
+    if prob.status not in ("optimal", "optimal_inaccurate"):
+        raise InfiniteValueError(f"{model.source}: convex query {prob.status} (box {box})")
+    xv = np.maximum(np.asarray(x.value, dtype=float), 0.0)
+    return ConvexOptimum(float(prob.value), lp.values(xv), xv)
+
+
+def polish(lp: OccupationLP, x: np.ndarray) -> np.ndarray:
+    """Recompute ``x`` as the exact occupation measure of the scheduler it induces.
+
+    Solver tolerances leave ``x`` slightly off the flow constraints; one sparse solve with the
+    induced randomised scheduler makes the point exactly the value of a scheduler (to rounding).
+    Returns ``x`` unchanged when the system is singular (which a feasible ``x`` rules out).
+    """
+    choice, stop, visits = _policy(lp, x)
+    prod = lp.product
+    owner = prod.state_of_choice()
+    visited = np.flatnonzero(visits > 0)
+    where = np.full(lp.n_states, -1, dtype=np.int64)
+    where[visited] = np.arange(len(visited))
+    cols = np.repeat(np.arange(lp.n_choices), np.diff(prod.indptr))
+    keep = (where[owner[cols]] >= 0) & (where[prod.targets] >= 0)
+    weight = prod.probs[keep] * choice[cols[keep]]
+    k = len(visited)
+    q = csr_matrix((weight, (where[owner[cols[keep]]], where[prod.targets[keep]])), shape=(k, k))
+    a = (identity(k, format="csr") - q.T).tocsc()
+    b = np.zeros(k)
+    b[where[prod.initial]] = 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        y_v = spsolve(a, b) if k > 1 else b / a.toarray().ravel()
+    if not np.all(np.isfinite(y_v)):
+        return x
+    y = np.zeros(lp.n_states)
+    y[visited] = np.maximum(y_v, 0.0)
+    out = np.zeros(lp.n_vars)
+    out[: lp.n_choices] = y[owner] * choice
+    out[lp.n_choices:] = y[lp.stop_states] * stop[lp.stop_states]
+    return out
+
+
+def randomised_scheduler(lp: OccupationLP, x: np.ndarray) -> RandomisedScheduler:
+    """The memoryless randomised scheduler ``pi(a|s) = x(s,a) / (sum_a x(s,a) + stop(s))``.
+
+    States that ``x`` never visits get the uniform distribution over their choices (they do not
+    affect the values).
+    """
+    choice, stop, visits = _policy(lp, x)
+    return RandomisedScheduler(lp, choice, stop, _stay_choices(lp), visits)
+
+
+def _policy(lp: OccupationLP, x: np.ndarray):
+    x = np.maximum(np.asarray(x, dtype=float), 0.0)
+    prod = lp.product
+    n = lp.n_states
+    owner = prod.state_of_choice()
+    xc = x[: lp.n_choices]
+    stop = np.zeros(n)
+    stop[lp.stop_states] = x[lp.n_choices:]
+    total = np.bincount(owner, weights=xc, minlength=n) + stop
+    visited = total > 0
+    counts = np.diff(prod.row_groups)
+    choice = np.where(visited[owner], xc / np.where(visited, total, 1.0)[owner], 1.0 / counts[owner])
+    stop_p = np.where(visited, stop / np.where(visited, total, 1.0), 0.0)
+    stop_p[(~visited) & (counts == 0)] = 1.0
+    return choice, stop_p, total
+
+
+def _stay_choices(lp: OccupationLP) -> np.ndarray:
+    """For each stop state, a choice that stays in its zero-reward end component (-1: none/terminal)."""
+    prod = lp.product
+    stay = np.full(lp.n_states, -1, dtype=np.int64)
+    if len(lp.stop_states) == 0 or lp.n_choices == 0:
+        return stay
+    zero = ~np.asarray((lp.gain[:, : lp.n_choices] != 0).sum(axis=0)).ravel().astype(bool)
+    ec = maximal_end_components(prod, zero)
+    owner = prod.state_of_choice()
+    inside = np.flatnonzero(ec.choices)
+    # last inside choice per state wins; any one will do
+    stay[owner[inside]] = inside
+    return stay

@@ -1,0 +1,255 @@
+"""Compiled loops of the CPU engine: the only module that imports numba, lazily, with ``cache=True``.
+
+Every function here is a plain loop over CSR arrays (``row_groups`` state -> choices, ``indptr``
+choice -> transitions, ``targets``, ``probs``). Each public name is a :class:`_Lazy` wrapper that
+compiles the function on first call, so ``import mopmc.engine`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class _Lazy:
+    """Compile ``fn`` with ``numba.njit(cache=True)`` on first call."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.compiled = None
+        self.__doc__ = fn.__doc__
+        self.__name__ = fn.__name__
+
+    def __call__(self, *args):
+        if self.compiled is None:
+            import numba
+
+            self.compiled = numba.njit(cache=True, nogil=True)(self.fn)
+        return self.compiled(*args)
+
+
+def _lazy(fn):
+    return _Lazy(fn)
+
+
+@_lazy
+def reverse_index(n_states, targets, choice_of_transition):
+    """Transitions grouped by target (counting sort): ``rev_ptr`` over states, ``rev_choice``."""
+    counts = np.zeros(n_states + 1, np.int64)
+    for k in range(targets.shape[0]):
+        counts[targets[k] + 1] += 1
+    for s in range(n_states):
+        counts[s + 1] += counts[s]
+    fill = counts[:-1].copy()
+    rev_choice = np.empty(targets.shape[0], np.int64)
+    for k in range(targets.shape[0]):
+        t = targets[k]
+        rev_choice[fill[t]] = choice_of_transition[k]
+        fill[t] += 1
+    return counts, rev_choice
+
+
+@_lazy
+def backward_reach(seed, rev_ptr, rev_choice, state_of_choice, allowed_choice, allowed_state):
+    """States (within ``allowed_state``) that reach ``seed`` in the graph of the allowed choices.
+
+    Returns the mask and, per state, the choice through which it was first attracted (-1 for seeds).
+    """
+    n = seed.shape[0]
+    mark = seed.copy()
+    via = np.full(n, -1, np.int64)
+    queue = np.empty(n, np.int64)
+    head = 0
+    tail = 0
+    for s in range(n):
+        if mark[s]:
+            queue[tail] = s
+            tail += 1
+    while head < tail:
+        t = queue[head]
+        head += 1
+        for k in range(rev_ptr[t], rev_ptr[t + 1]):
+            c = rev_choice[k]
+            if not allowed_choice[c]:
+                continue
+            s = state_of_choice[c]
+            if mark[s] or not allowed_state[s]:
+                continue
+            mark[s] = True
+            via[s] = c
+            queue[tail] = s
+            tail += 1
+    return mark, via
+
+
+@_lazy
+def all_successors_in(indptr, targets, inside, n_choices):
+    """Per choice: every successor lies in ``inside``."""
+    out = np.ones(n_choices, np.bool_)
+    for c in range(n_choices):
+        for k in range(indptr[c], indptr[c + 1]):
+            if not inside[targets[k]]:
+                out[c] = False
+                break
+    return out
+
+
+@_lazy
+def product_bfs(row_groups, indptr, targets, choice_ok, n_states, n_memory, decided, initial, drop_full, full):
+    """Reachable states ``(s, b)`` of the goal-memory product, in BFS order.
+
+    ``b`` is the memory before observing ``s``; a successor of ``(s, b)`` gets ``b | decided[s]``.
+    With ``drop_full`` successors whose memory is ``full`` are dropped (nothing is left to collect).
+    Returns ``index`` (dense ``b * n + s`` -> product state or -1) and the product states' ``s``, ``b``.
+    """
+    index = np.full(n_states * n_memory, -1, np.int64)
+    cap = 1024
+    st = np.empty(cap, np.int64)
+    mem = np.empty(cap, np.int64)
+    count = 0
+    index[initial] = 0
+    st[0] = initial
+    mem[0] = 0
+    count = 1
+    head = 0
+    while head < count:
+        s = st[head]
+        b2 = mem[head] | decided[s]
+        head += 1
+        if drop_full and b2 == full:
+            continue
+        for c in range(row_groups[s], row_groups[s + 1]):
+            if not choice_ok[c]:
+                continue
+            for k in range(indptr[c], indptr[c + 1]):
+                key = b2 * n_states + targets[k]
+                if index[key] < 0:
+                    if count == cap:
+                        cap *= 2
+                        st2 = np.empty(cap, np.int64)
+                        mem2 = np.empty(cap, np.int64)
+                        st2[:count] = st[:count]
+                        mem2[:count] = mem[:count]
+                        st = st2
+                        mem = mem2
+                    index[key] = count
+                    st[count] = targets[k]
+                    mem[count] = b2
+                    count += 1
+    return index, st[:count].copy(), mem[:count].copy()
+
+
+@_lazy
+def scc_levels(n_labels, src_label, dst_label):
+    """Height of each SCC in the condensation DAG (0 = no successor SCC), by Kahn's algorithm."""
+    outdeg = np.zeros(n_labels, np.int64)
+    rptr = np.zeros(n_labels + 1, np.int64)
+    m = src_label.shape[0]
+    for e in range(m):
+        a = src_label[e]
+        b = dst_label[e]
+        if a != b:
+            outdeg[a] += 1
+            rptr[b + 1] += 1
+    for i in range(n_labels):
+        rptr[i + 1] += rptr[i]
+    fill = rptr[:-1].copy()
+    rsrc = np.empty(rptr[n_labels], np.int64)
+    for e in range(m):
+        a = src_label[e]
+        b = dst_label[e]
+        if a != b:
+            rsrc[fill[b]] = a
+            fill[b] += 1
+    level = np.zeros(n_labels, np.int64)
+    queue = np.empty(n_labels, np.int64)
+    head = 0
+    tail = 0
+    for i in range(n_labels):
+        if outdeg[i] == 0:
+            queue[tail] = i
+            tail += 1
+    while head < tail:
+        u = queue[head]
+        head += 1
+        for k in range(rptr[u], rptr[u + 1]):
+            p = rsrc[k]
+            if level[u] + 1 > level[p]:
+                level[p] = level[u] + 1
+            outdeg[p] -= 1
+            if outdeg[p] == 0:
+                queue[tail] = p
+                tail += 1
+    return level
+
+
+@_lazy
+def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewards, value, values, choice):
+    """One backward pass over states without cycles through other states (self-loops allowed).
+
+    For each state in ``order`` (successors first) pick the choice maximising
+    ``(rho[c] + sum_{t != s} p * value[t]) / (1 - p_self)`` and set ``value[s]`` (weighted) and
+    ``values[s, :]`` (per objective) from it. Choices that only loop on ``s`` are skipped; the first
+    state where such a loop has positive weighted reward is returned (-1 if none).
+    """
+    m = rewards.shape[1]
+    infinite_at = -1
+    for i in range(order.shape[0]):
+        s = order[i]
+        best = -np.inf
+        bc = -1
+        bself = 0.0
+        for c in range(row_groups[s], row_groups[s + 1]):
+            if self_only[c]:
+                if rho[c] > 0.0 and infinite_at < 0:
+                    infinite_at = s
+                continue
+            acc = rho[c]
+            ps = 0.0
+            for k in range(indptr[c], indptr[c + 1]):
+                t = targets[k]
+                if t == s:
+                    ps += probs[k]
+                else:
+                    acc += probs[k] * value[t]
+            v = acc / (1.0 - ps)
+            if v > best:
+                best = v
+                bc = c
+                bself = ps
+        value[s] = best
+        choice[s] = bc
+        if bc < 0:
+            continue
+        scale = 1.0 / (1.0 - bself)
+        for j in range(m):
+            values[s, j] = rewards[bc, j]
+        for k in range(indptr[bc], indptr[bc + 1]):
+            t = targets[k]
+            if t != s:
+                pk = probs[k]
+                for j in range(m):
+                    values[s, j] += pk * values[t, j]
+        for j in range(m):
+            values[s, j] *= scale
+    return infinite_at
+
+
+@_lazy
+def evaluate_pass(order, indptr, targets, probs, chosen, rewards, values):
+    """Values of a fixed choice per state on an acyclic part (self-loops allowed), successors first."""
+    m = rewards.shape[1]
+    for i in range(order.shape[0]):
+        s = order[i]
+        c = chosen[s]
+        ps = 0.0
+        for k in range(indptr[c], indptr[c + 1]):
+            if targets[k] == s:
+                ps += probs[k]
+        scale = 1.0 / (1.0 - ps)
+        for j in range(m):
+            acc = rewards[c, j]
+            for k in range(indptr[c], indptr[c + 1]):
+                t = targets[k]
+                if t != s:
+                    acc += probs[k] * values[t, j]
+            values[s, j] = acc * scale

@@ -1,0 +1,27 @@
+"""The kernel as the multi-objective queries' oracle (weights in original units, warm-started)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mopmc.engine.kernel import Engine
+
+
+def kernel_oracle(model, objectives, *, engine: Engine | None = None):
+    """``weights -> Vertex``: maximise ``weights . x`` (original units) with one prepared :class:`Engine`.
+
+    The vertex's ``scheduler`` is the :class:`~mopmc.engine.kernel.KernelResult` (its ``.scheduler``
+    is built on first access); ``error`` is the kernel's bound on ``weights . point``.
+    """
+    from mopmc.queries.oracle import Vertex
+
+    eng = engine or Engine(model, objectives)
+    last: dict = {}
+
+    def call(weights: np.ndarray):
+        w = np.asarray(weights, dtype=float)
+        res = eng.optimise(w * eng.orientation.direction, warm=last.get("r"))
+        last["r"] = res
+        return Vertex(res.values.copy(), float(res.error_bound * np.abs(w).sum()), res)
+
+    return call

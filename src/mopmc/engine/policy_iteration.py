@@ -1,0 +1,100 @@
+"""Policy iteration with exact sparse solves on a block of cyclic SCCs (Howard 1960).
+
+The block's successors outside it are already solved. Starting from a proper policy (one that
+leaves the block almost surely), each round solves ``(I - P_pi) V = rho_pi + P_out V_out`` with
+SuperLU and switches a state only to a choice *strictly* better by a relative margin. With strict
+improvement a policy never closes a cycle of mean weighted reward <= 0, so every policy stays proper
+and ``I - P_pi`` stays regular. A cycle of positive mean weighted reward (only possible when a weight
+rewards what an objective's direction penalises) makes the optimum infinite: the new policy is then
+improper, which is detected and reported as :class:`~mopmc.errors.InfiniteValueError`.
+
+The m objectives are evaluated at the end with the same LU factors (one solve, m right-hand sides).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_matrix, identity
+from scipy.sparse.csgraph import breadth_first_order
+from scipy.sparse.linalg import splu
+
+from mopmc.engine.problem import Problem
+from mopmc.errors import InfiniteValueError
+
+_IMPROVE = 1e-12  # relative margin for a strict improvement
+_MAX_ROUNDS = 10_000
+
+
+class CyclicBlock:
+    """The choices of a set of states, split into the part inside the block and the rest."""
+
+    def __init__(self, p: Problem, states: np.ndarray, matrix: csr_matrix):
+        self.states = states
+        n_b = len(states)
+        lens = p.row_groups[states + 1] - p.row_groups[states]
+        self.local_rg = np.zeros(n_b + 1, np.int64)
+        np.cumsum(lens, out=self.local_rg[1:])
+        self.owner = np.repeat(np.arange(n_b, dtype=np.int64), lens)
+        self.choices = np.repeat(p.row_groups[states] - self.local_rg[:-1], lens) + np.arange(self.local_rg[-1])
+        A = matrix[self.choices]
+        local = np.full(p.n_states, -1, np.int64)
+        local[states] = np.arange(n_b)
+        A = A.tocoo()
+        inside = local[A.col] >= 0
+        shape_in = (len(self.choices), n_b)
+        self.A_in = csr_matrix((A.data[inside], (A.row[inside], local[A.col[inside]])), shape=shape_in)
+        self.A_out = csr_matrix((A.data[~inside], (A.row[~inside], A.col[~inside])), shape=A.shape)
+        self.leaves = (np.diff(self.A_out.indptr) > 0) | p.exits[self.choices]
+
+    def solve(self, rho, rewards, V, X, start_policy, check_proper: bool) -> tuple[np.ndarray, int]:
+        """Optimise the block in place (``V``, ``X``); return the chosen global choices and rounds."""
+        n_b = len(self.states)
+        pol = self._to_local(start_policy)
+        rho_b = rho[self.choices]
+        out_v = rho_b + self.A_out @ V
+        eye = identity(n_b, format="csc")
+        rounds = 0
+        while True:
+            rounds += 1
+            M = (eye - self.A_in[pol]).tocsc()
+            try:
+                lu = splu(M)
+            except RuntimeError:
+                raise InfiniteValueError(
+                    "the weighted optimum is infinite: this direction rewards staying forever in an end component"
+                ) from None
+            vb = lu.solve(out_v[pol])
+            q = out_v + self.A_in @ vb
+            best = np.maximum.reduceat(q, self.local_rg[:-1])
+            cur = q[pol]
+            better = best > cur + _IMPROVE * np.maximum(1.0, np.abs(cur))
+            if not better.any() or rounds >= _MAX_ROUNDS:
+                break
+            is_best = q >= best[self.owner]
+            cand = np.flatnonzero(is_best)
+            owners, first = np.unique(self.owner[cand], return_index=True)
+            argbest = np.empty(n_b, np.int64)
+            argbest[owners] = cand[first]
+            pol = np.where(better, argbest, pol)
+            if check_proper:
+                self._check_proper(pol)
+        V[self.states] = vb
+        rhs = rewards[self.choices[pol]] + (self.A_out[pol] @ X)
+        X[self.states] = lu.solve(np.ascontiguousarray(rhs))
+        return self.choices[pol], rounds
+
+    def _to_local(self, global_choices: np.ndarray) -> np.ndarray:
+        return global_choices - (self.choices[self.local_rg[:-1]] - self.local_rg[:-1])
+
+    def _check_proper(self, pol: np.ndarray) -> None:
+        n_b = len(self.states)
+        P = self.A_in[pol].tocoo()
+        leave = np.flatnonzero(self.leaves[pol])
+        rows = np.concatenate((P.col, np.full(len(leave), n_b)))
+        cols = np.concatenate((P.row, leave))
+        G = csr_matrix((np.ones(len(rows), np.int8), (rows, cols)), shape=(n_b + 1, n_b + 1))
+        reached = breadth_first_order(G, n_b, directed=True, return_predecessors=False)
+        if len(reached) < n_b + 1:
+            raise InfiniteValueError(
+                "the weighted optimum is infinite: this direction rewards staying forever in an end component"
+            )

@@ -1,0 +1,119 @@
+"""The engine's working form of an MDP with m objectives, and the sparse restriction shared by reductions.
+
+A :class:`Problem` is substochastic: probability mass that a choice sends to no state goes to an
+implicit terminal state with value 0 for every objective (``exits[c]`` marks such choices, including
+choices with no transition at all, e.g. "stay forever in a zero-reward end component"). Rewards are
+an ``(n_choices, m)`` array, oriented so that every objective is maximised.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Problem(NamedTuple):
+    row_groups: np.ndarray
+    indptr: np.ndarray
+    targets: np.ndarray
+    probs: np.ndarray
+    rewards: np.ndarray  # (n_choices, m) float64, maximised
+    exits: np.ndarray  # bool per choice: positive probability of the terminal
+    initial: int  # -1 when the initial state was removed (all values 0)
+
+    @property
+    def n_states(self) -> int:
+        return len(self.row_groups) - 1
+
+    @property
+    def n_choices(self) -> int:
+        return len(self.indptr) - 1
+
+    def state_of_choice(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_states, dtype=np.int64), np.diff(self.row_groups))
+
+    def choice_of_transition(self) -> np.ndarray:
+        return np.repeat(np.arange(self.n_choices, dtype=np.int64), np.diff(self.indptr))
+
+    def matrix(self):
+        """Choices x states transition matrix (scipy CSR)."""
+        from scipy.sparse import csr_matrix
+
+        return csr_matrix((self.probs, self.targets, self.indptr), shape=(self.n_choices, self.n_states))
+
+    def state_graph(self):
+        """States x states adjacency (scipy CSR, duplicates summed)."""
+        from scipy.sparse import csr_matrix
+
+        src = self.state_of_choice()[self.choice_of_transition()]
+        n = self.n_states
+        return csr_matrix((np.ones(len(src), np.int8), (src, self.targets)), shape=(n, n))
+
+
+def gather_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR rows ``rows`` (``-1`` = an empty row): the new indptr and the gathered entry indices."""
+    rows = np.asarray(rows, np.int64)
+    real = rows >= 0
+    safe = np.where(real, rows, 0)
+    lens = np.where(real, indptr[safe + 1] - indptr[safe], 0)
+    new_ptr = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lens, out=new_ptr[1:])
+    idx = np.repeat(np.where(real, indptr[safe], 0) - new_ptr[:-1], lens) + np.arange(new_ptr[-1], dtype=np.int64)
+    return new_ptr, idx
+
+
+class Restriction(NamedTuple):
+    """How a restricted problem relates to its source: ``state_map`` old -> new (-1 removed),
+    ``choice_origin`` new -> old."""
+
+    problem: Problem
+    state_map: np.ndarray
+    choice_origin: np.ndarray
+
+
+def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | None = None) -> Restriction:
+    """Keep some states and choices; transitions into removed states go to the terminal (an exit).
+
+    The caller must keep at least one choice of every kept state.
+    """
+    n = p.n_states
+    soc = p.state_of_choice()
+    keep_c = keep_states[soc] if keep_choices is None else (keep_choices & keep_states[soc])
+    state_map = np.full(n, -1, np.int64)
+    state_map[keep_states] = np.arange(int(keep_states.sum()), dtype=np.int64)
+    origin = np.flatnonzero(keep_c)
+    new_rg = np.zeros(int(keep_states.sum()) + 1, np.int64)
+    np.cumsum(np.bincount(state_map[soc[origin]], minlength=len(new_rg) - 1), out=new_rg[1:])
+    ip, idx = gather_rows(p.indptr, origin)
+    tg = state_map[p.targets[idx]]
+    live = tg >= 0
+    if len(origin):
+        counts = np.diff(ip)
+        kept_per = np.zeros(len(origin), np.int64)
+        nonempty = counts > 0
+        kept_per[nonempty] = np.add.reduceat(live.astype(np.int64), ip[:-1][nonempty])
+        lost = counts - kept_per
+        ip2 = np.zeros(len(origin) + 1, np.int64)
+        np.cumsum(kept_per, out=ip2[1:])
+    else:
+        lost = np.zeros(0, np.int64)
+        ip2 = np.zeros(1, np.int64)
+    exits = p.exits[origin] | (lost > 0)
+    init = int(state_map[p.initial]) if p.initial >= 0 else -1
+    q = Problem(new_rg, ip2, tg[live], p.probs[idx][live], p.rewards[origin], exits, init)
+    return Restriction(q, state_map, origin)
+
+
+def permute(p: Problem, order: np.ndarray) -> Restriction:
+    """Renumber states so that ``order[i]`` becomes state ``i`` (choices follow their states)."""
+    state_map = np.empty(p.n_states, np.int64)
+    state_map[order] = np.arange(len(order), dtype=np.int64)
+    lens = p.row_groups[order + 1] - p.row_groups[order]
+    rg = np.zeros(len(order) + 1, np.int64)
+    np.cumsum(lens, out=rg[1:])
+    origin = np.repeat(p.row_groups[order] - rg[:-1], lens) + np.arange(rg[-1], dtype=np.int64)
+    ip, idx = gather_rows(p.indptr, origin)
+    init = int(state_map[p.initial]) if p.initial >= 0 else -1
+    q = Problem(rg, ip, state_map[p.targets[idx]], p.probs[idx], p.rewards[origin], p.exits[origin], init)
+    return Restriction(q, state_map, origin)

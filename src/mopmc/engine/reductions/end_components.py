@@ -1,0 +1,119 @@
+"""Maximal end components and the quotient that collapses zero-reward end components.
+
+In an end component where no objective collects reward, a scheduler may stay forever (all values
+0) or leave through any exit of any member state at no cost. Policy iteration needs these collapsed:
+otherwise a policy staying there makes ``I - P`` singular, and value iteration has many fixed
+points. :func:`collapse` replaces each such component by one state whose choices are the members'
+exits plus, when staying is allowed, a "stay" choice (no transitions, reward 0).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from mopmc.engine.problem import Problem, gather_rows
+
+
+class EndComponents(NamedTuple):
+    """``component[s]`` in ``0..count-1`` or -1; ``inside[c]``: choice ``c`` stays in its state's MEC."""
+
+    count: int
+    component: np.ndarray
+    inside: np.ndarray
+
+
+def maximal_end_components(p: Problem, allowed: np.ndarray, candidates: np.ndarray | None = None) -> EndComponents:
+    """MECs of ``p`` restricted to the ``allowed`` choices (choices with exits never belong to one).
+
+    ``candidates`` (optional) is a superset of the states that may lie in an end component; it only
+    saves work.
+    """
+    n = p.n_states
+    soc = p.state_of_choice()
+    cot = p.choice_of_transition()
+    allowed = allowed & ~p.exits
+    alive = np.ones(n, bool) if candidates is None else candidates.copy()
+    allowed &= alive[soc]
+    while True:
+        # a choice stays allowed only while all its successors are alive
+        dead_t = ~alive[p.targets]
+        if dead_t.any():
+            allowed[cot[dead_t]] = False
+        alive &= np.bincount(soc[allowed], minlength=n) > 0
+        t_ok = allowed[cot]
+        src, dst = soc[cot[t_ok]], p.targets[t_ok]
+        g = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
+        _, label = connected_components(g, directed=True, connection="strong")
+        cross = t_ok.copy()
+        cross[t_ok] = label[src] != label[dst]
+        leaving = np.zeros(len(allowed), bool)
+        leaving[cot[cross]] = True
+        new_allowed = allowed & ~leaving
+        new_alive = alive & (np.bincount(soc[new_allowed], minlength=n) > 0)
+        if np.array_equal(new_allowed, allowed) and np.array_equal(new_alive, alive):
+            break
+        allowed, alive = new_allowed, new_alive
+    comp = np.full(n, -1, np.int64)
+    if alive.any():
+        _, dense = np.unique(label[alive], return_inverse=True)
+        comp[alive] = dense
+    return EndComponents(int(comp.max()) + 1 if alive.any() else 0, comp, allowed)
+
+
+def cyclic_candidates(p: Problem, label: np.ndarray) -> np.ndarray:
+    """States in a non-trivial SCC or with a self-loop: the only ones that can be in an end component."""
+    sizes = np.bincount(label)
+    cand = sizes[label] > 1
+    soc = p.state_of_choice()
+    loops = soc[p.choice_of_transition()] == p.targets
+    cand[p.targets[loops]] = True
+    return cand
+
+
+class Quotient(NamedTuple):
+    """``node[s]``: the quotient state of ``s``; ``origin[c]``: the source choice of quotient choice
+    ``c`` (-1: stay); ``ecs``: the collapsed components (``component``/``inside`` as in the source)."""
+
+    problem: Problem
+    node: np.ndarray
+    origin: np.ndarray
+    ecs: EndComponents
+
+
+def collapse(p: Problem, ecs: EndComponents, stay: bool) -> Quotient:
+    """Merge each component of ``ecs`` (all its internal choices must have zero reward) into one state."""
+    n = p.n_states
+    if ecs.count == 0:
+        return Quotient(p, np.arange(n, dtype=np.int64), np.arange(p.n_choices, dtype=np.int64), ecs)
+    in_ec = ecs.component >= 0
+    # quotient states: each non-member keeps its place, each component sits at its first member
+    first = np.full(ecs.count, n, np.int64)
+    np.minimum.at(first, ecs.component[in_ec], np.flatnonzero(in_ec))
+    rep = np.where(in_ec, first[np.maximum(ecs.component, 0)], np.arange(n))
+    is_rep = rep == np.arange(n)
+    node_of_rep = np.cumsum(is_rep) - 1
+    node = node_of_rep[rep]
+    soc = p.state_of_choice()
+    kept = np.flatnonzero(~ecs.inside)
+    keys = node[soc[kept]]
+    if stay:
+        kept = np.concatenate((kept, np.full(ecs.count, -1, np.int64)))
+        keys = np.concatenate((keys, node[first]))
+    order = np.argsort(keys, kind="stable")
+    origin, keys = kept[order], keys[order]
+    n_q = int(is_rep.sum())
+    rg = np.zeros(n_q + 1, np.int64)
+    np.cumsum(np.bincount(keys, minlength=n_q), out=rg[1:])
+    ip, idx = gather_rows(p.indptr, origin)
+    real = origin >= 0
+    R = np.zeros((len(origin), p.rewards.shape[1]))
+    R[real] = p.rewards[origin[real]]
+    exits = np.ones(len(origin), bool)
+    exits[real] = p.exits[origin[real]]
+    init = int(node[p.initial]) if p.initial >= 0 else -1
+    q = Problem(rg, ip, node[p.targets[idx]], p.probs[idx], R, exits, init)
+    return Quotient(q, node, origin, ecs)

@@ -1,0 +1,162 @@
+"""Objectives to total rewards: reachable states, and a goal-memory product for reachability objectives.
+
+Each objective becomes a reward per product choice whose expected total is ``u_i``, oriented so that
+it is maximised (rewards of ``min`` objectives are negated). The value in original units is
+``v_i = offset_i + direction_i * u_i`` (``direction`` = +1 for max, -1 for min; ``offset`` = 1 for
+``G phi`` = 1 - P[F !phi]).
+
+Memory, as Storm's multi-objective preprocessor: one bit per distinct *decision set* of the
+reachability-like objectives (``P[F psi]``: psi; ``P[phi U psi]``: psi or !phi; ``R[F phi]`` inside
+``multi``: phi). A product state ``(s, b)`` carries the bits decided strictly before ``s``; its
+successors get ``b | decided(s)``. ``P[...]`` collects 1 at ``(s, b)`` when ``s`` is a target and its
+bit is unset; ``R[F phi]`` collects the choice reward while its bit is unset and ``s`` is not in phi.
+When every objective is of this kind, product states with all bits set are dropped (nothing is left
+to collect): with a single objective this is exactly "make the targets absorbing", and it is never
+done while another objective still needs the run.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from mopmc.engine.problem import Problem, gather_rows
+from mopmc.errors import UnsupportedModelError
+from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.properties.objectives import Objective
+
+_MAX_PRODUCT_TABLE = 1 << 28
+
+
+class ProductMap(NamedTuple):
+    """How product states and choices relate to the model: ``state[p]``, ``memory[p]`` (bits),
+    ``choice[c]`` (model choice of product choice ``c``); ``decided[j]`` is the state mask that sets
+    bit ``j``; ``bit_of[i]`` is objective ``i``'s bit or -1."""
+
+    state: np.ndarray
+    memory: np.ndarray
+    choice: np.ndarray
+    decided: np.ndarray  # (n_bits, n_states) bool
+    bit_of: tuple[int, ...]
+    identity: bool  # product states are the model's states, in order
+
+
+class Orientation(NamedTuple):
+    """``v_i = offset[i] + direction[i] * u_i``; ``direction`` is also the preferred sign."""
+
+    direction: np.ndarray
+    offset: np.ndarray
+
+
+def orientation(objectives: Sequence[Objective]) -> Orientation:
+    d = np.array([1.0 if o.sense == "max" else -1.0 for o in objectives])
+    off = np.array([1.0 if (o.kind == "probability" and o.negated) else 0.0 for o in objectives])
+    return Orientation(d, off)
+
+
+def _decision_sets(model: SparseMDP, objectives: Sequence[Objective]):
+    masks: list[np.ndarray] = []
+    bit_of: list[int] = []
+    for o in objectives:
+        if o.kind == "total_reward":
+            bit_of.append(-1)
+            continue
+        mask = o.target_mask(model)
+        if o.kind == "probability" and o.left_text is not None:
+            mask = mask | ~o.hold_mask(model)
+        for j, other in enumerate(masks):
+            if np.array_equal(other, mask):
+                bit_of.append(j)
+                break
+        else:
+            masks.append(mask)
+            bit_of.append(len(masks) - 1)
+    decided = np.array(masks, dtype=bool).reshape(len(masks), model.n_states)
+    return decided, tuple(bit_of)
+
+
+def apply(
+    model: SparseMDP,
+    objectives: Sequence[Objective],
+    choice_mask: np.ndarray | None = None,
+) -> tuple[Problem, ProductMap, Orientation]:
+    """Build the reachable product with one memory bit per decision set; see the module docstring."""
+    from mopmc.engine import numba_kernels as nk
+
+    n = model.n_states
+    decided, bit_of = _decision_sets(model, objectives)
+    k = decided.shape[0]
+    if n * (1 << k) > _MAX_PRODUCT_TABLE:
+        raise UnsupportedModelError(
+            f"{model.source}: the goal-memory product needs {k} memory bits over {n} states "
+            f"({n * (1 << k)} product states at most), more than this engine indexes; "
+            "use fewer reachability objectives with distinct targets"
+        )
+    dbits = np.zeros(n, np.int64)
+    for j in range(k):
+        dbits |= decided[j].astype(np.int64) << j
+    ok = np.ones(model.n_choices, bool) if choice_mask is None else np.asarray(choice_mask, bool)
+    drop_full = k > 0 and all(b >= 0 for b in bit_of)
+    full = (1 << k) - 1
+    index, st, mem = nk.product_bfs(
+        model.row_groups, model.indptr, model.targets, ok, n, 1 << k, dbits, model.initial, drop_full, full
+    )
+    rg0 = model.row_groups
+    identity = k == 0 and len(st) == n and choice_mask is None
+    if identity:
+        st = np.arange(n, dtype=np.int64)
+        mem = np.zeros(n, np.int64)
+        pc = np.arange(model.n_choices, dtype=np.int64)
+        rg = rg0
+        ip, tg, pr = model.indptr, model.targets, model.probs
+        exits = np.zeros(model.n_choices, bool)
+        init = model.initial
+    else:
+        if k == 0:  # keep the model's state order: nicer schedulers, better locality
+            order = np.sort(st)
+            st, mem = order, np.zeros(len(order), np.int64)
+            index = np.full(n, -1, np.int64)
+            index[st] = np.arange(len(st), dtype=np.int64)
+        lens = rg0[st + 1] - rg0[st]
+        pc_all = np.repeat(rg0[st] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(lens.sum())
+        owner_all = np.repeat(np.arange(len(st), dtype=np.int64), lens)
+        keep = ok[pc_all]
+        pc, owner = pc_all[keep], owner_all[keep]
+        rg = np.zeros(len(st) + 1, np.int64)
+        np.cumsum(np.bincount(owner, minlength=len(st)), out=rg[1:])
+        ip_all, idx = gather_rows(model.indptr, pc)
+        towner = np.repeat(owner, np.diff(ip_all))
+        b2 = mem[towner] | dbits[st[towner]]
+        tgt = index[b2 * n + model.targets[idx]]
+        if drop_full:
+            tgt = np.where(b2 == full, -1, tgt)
+        live = tgt >= 0
+        counts = np.diff(ip_all)
+        kept = np.zeros(len(pc), np.int64)
+        ne = counts > 0
+        if ne.any():
+            kept[ne] = np.add.reduceat(live.astype(np.int64), ip_all[:-1][ne])
+        exits = kept < counts
+        ip = np.zeros(len(pc) + 1, np.int64)
+        np.cumsum(kept, out=ip[1:])
+        tg, pr = tgt[live], model.probs[idx][live]
+        init = 0 if k else int(index[model.initial])
+    owner = np.repeat(np.arange(len(st), dtype=np.int64), np.diff(rg))
+    ori = orientation(objectives)
+    R = np.zeros((len(pc), len(objectives)), np.float64)
+    for i, o in enumerate(objectives):
+        if o.kind == "total_reward":
+            col = model.reward(o.reward_model)[pc]
+        else:
+            unset = ((mem[owner] >> bit_of[i]) & 1) == 0
+            s = st[owner]
+            if o.kind == "probability":
+                col = (unset & o.target_mask(model)[s]).astype(np.float64)
+                if o.negated:
+                    col = -col
+            else:
+                col = np.where(unset & ~o.target_mask(model)[s], model.reward(o.reward_model)[pc], 0.0)
+        R[:, i] = ori.direction[i] * col
+    problem = Problem(rg, ip, tg, pr, R, exits, int(init))
+    return problem, ProductMap(st, mem, pc, decided, bit_of, identity), ori

@@ -1,0 +1,121 @@
+"""Graph analysis without numbers: reachability, probability-0/1 sets, states worth nothing.
+
+All functions take the CSR arrays (``row_groups``, ``indptr``, ``targets``) and work in O(transitions)
+with the compiled breadth-first searches of :mod:`mopmc.engine.numba_kernels`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from mopmc.engine.problem import Problem, Restriction, restrict
+
+
+class Csr(NamedTuple):
+    row_groups: np.ndarray
+    indptr: np.ndarray
+    targets: np.ndarray
+
+    @property
+    def n_states(self) -> int:
+        return len(self.row_groups) - 1
+
+    @property
+    def n_choices(self) -> int:
+        return len(self.indptr) - 1
+
+
+class Reverse(NamedTuple):
+    ptr: np.ndarray
+    choice: np.ndarray
+    state_of_choice: np.ndarray
+
+
+def reverse(g: Csr) -> Reverse:
+    """Transitions grouped by target: the predecessor choices of each state."""
+    from mopmc.engine import numba_kernels as nk
+
+    soc = np.repeat(np.arange(g.n_states, dtype=np.int64), np.diff(g.row_groups))
+    cot = np.repeat(np.arange(g.n_choices, dtype=np.int64), np.diff(g.indptr))
+    ptr, ch = nk.reverse_index(g.n_states, g.targets, cot)
+    return Reverse(ptr, ch, soc)
+
+
+def any_per_state(flag: np.ndarray, g: Csr, rev: Reverse) -> np.ndarray:
+    """Per state: some of its choices has ``flag``."""
+    return np.bincount(rev.state_of_choice[flag], minlength=g.n_states) > 0
+
+
+def can_reach(g: Csr, seed: np.ndarray, rev: Reverse | None = None, allowed: np.ndarray | None = None):
+    """States with a path to ``seed`` (optionally through ``allowed`` choices only)."""
+    from mopmc.engine import numba_kernels as nk
+
+    rev = rev or reverse(g)
+    allowed = np.ones(g.n_choices, bool) if allowed is None else allowed
+    mark, _ = nk.backward_reach(seed.copy(), rev.ptr, rev.choice, rev.state_of_choice, allowed, np.ones(g.n_states, bool))
+    return mark
+
+
+def almost_sure_max(g: Csr, target: np.ndarray, exits: np.ndarray | None = None, rev: Reverse | None = None):
+    """States where some scheduler reaches ``target`` (or the terminal, via ``exits``) with probability 1.
+
+    Returns ``(mask, choice)``: ``choice[s]`` is a choice of a scheduler achieving it (a proper
+    scheduler: it moves closer to the target with positive probability and never leaves the set).
+    ``choice`` is -1 on target states that have no exit choice of their own.
+    """
+    from mopmc.engine import numba_kernels as nk
+
+    rev = rev or reverse(g)
+    inside = np.ones(g.n_states, bool)
+    exits = np.zeros(g.n_choices, bool) if exits is None else exits
+    while True:
+        valid = nk.all_successors_in(g.indptr, g.targets, inside, g.n_choices) & inside[rev.state_of_choice]
+        seed_choice = valid & exits
+        seed = inside & (target | any_per_state(seed_choice, g, rev))
+        mark, via = nk.backward_reach(seed, rev.ptr, rev.choice, rev.state_of_choice, valid, inside)
+        if np.array_equal(mark, inside):
+            break
+        inside = mark
+    # seeds reached through an exit choice: record it
+    cs = np.flatnonzero(seed_choice)
+    first = np.full(g.n_states, -1, np.int64)
+    first[rev.state_of_choice[cs[::-1]]] = cs[::-1]
+    via = np.where(via < 0, first, via)
+    return inside, via
+
+
+def avoid_positive(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> np.ndarray:
+    """States where some scheduler avoids ``target`` forever with probability 1 (``Pmin[F target] = 0``)."""
+    rev = rev or reverse(g)
+    # Pmin > 0 (all schedulers reach with positive probability): least fixpoint of
+    # target | (every choice has a successor in the set); we compute its complement greatest fixpoint.
+    from mopmc.engine import numba_kernels as nk
+
+    inside = ~target
+    while True:
+        valid = nk.all_successors_in(g.indptr, g.targets, inside, g.n_choices) & inside[rev.state_of_choice]
+        keep = inside & any_per_state(valid, g, rev)
+        if np.array_equal(keep, inside):
+            return inside
+        inside = keep
+
+
+def almost_sure_all(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> np.ndarray:
+    """States where every scheduler reaches ``target`` with probability 1 (``Pmin[F target] = 1``)."""
+    rev = rev or reverse(g)
+    zero = avoid_positive(g, target, rev)
+    allowed = ~target[rev.state_of_choice]
+    bad = can_reach(g, zero, rev, allowed)
+    return ~bad
+
+
+def drop_worthless(p: Problem) -> Restriction:
+    """Remove the states from which no scheduler can collect any reward (all values 0 there)."""
+    g = Csr(p.row_groups, p.indptr, p.targets)
+    rev = reverse(g)
+    paying = np.any(p.rewards != 0.0, axis=1)
+    seed = any_per_state(paying, g, rev)
+    keep = can_reach(g, seed, rev)
+    return restrict(p, keep)

@@ -1,0 +1,57 @@
+"""SCC decomposition and a processing plan: successors first, cycles batched by level.
+
+States in SCCs of one state (self-loops allowed) are solved in closed form by one compiled backward
+pass; states in cyclic SCCs by policy iteration. The condensation DAG is cut into *levels* (height
+above the sinks): SCCs of one level do not depend on each other, so all cyclic SCCs of a level form
+one block-diagonal problem. The plan alternates compiled passes over runs of acyclic levels with
+one policy-iteration block per level that holds cycles.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from scipy.sparse.csgraph import connected_components
+
+from mopmc.engine.problem import Problem
+
+
+class Plan(NamedTuple):
+    """``steps``: ``("pass", states)`` or ``("cycles", states)``, in processing order."""
+
+    label: np.ndarray
+    level: np.ndarray
+    steps: tuple[tuple[str, np.ndarray], ...]
+    n_cyclic: int
+
+
+def plan(p: Problem) -> Plan:
+    from mopmc.engine import numba_kernels as nk
+
+    n = p.n_states
+    _, label = connected_components(p.state_graph(), directed=True, connection="strong")
+    label = label.astype(np.int64)
+    src = p.state_of_choice()[p.choice_of_transition()]
+    levels = nk.scc_levels(int(label.max()) + 1 if n else 0, label[src], label[p.targets])
+    level = levels[label]
+    cyclic = np.bincount(label)[label] > 1
+    trivial = np.flatnonzero(~cyclic)
+    trivial = trivial[np.argsort(level[trivial], kind="stable")]
+    tl = level[trivial]
+    steps: list[tuple[str, np.ndarray]] = []
+    start = 0
+    cyc = np.flatnonzero(cyclic)
+    cyc = cyc[np.argsort(level[cyc], kind="stable")]
+    cl = level[cyc]
+    bounds = np.flatnonzero(np.diff(cl)) + 1
+    for group in np.split(cyc, bounds) if len(cyc) else ():
+        L = level[group[0]]
+        stop = int(np.searchsorted(tl, L, side="right"))
+        if stop > start:
+            steps.append(("pass", trivial[start:stop]))
+        start = stop
+        steps.append(("cycles", np.sort(group)))
+    if start < len(trivial):
+        steps.append(("pass", trivial[start:]))
+    return Plan(label, level, tuple(steps), int(cyclic.sum()))

@@ -1,0 +1,131 @@
+"""Single-objective queries with Storm's semantics: ``R[C]``, ``P[F]``, ``P[U]``, ``P[G]``, ``R[F]``.
+
+``R{"r"}[F phi]`` outside ``multi(...)`` is infinite unless phi is reached almost surely: ``max`` is
+infinite when some scheduler can avoid phi; ``min`` ranges over the schedulers that reach phi almost
+surely (infinite when there are none). An optimum that is infinite in the preferred direction gives
+a result with ``status == "infinite"`` (and ``value`` = +-inf); :func:`check_value` raises instead.
+
+>>> res = check(loaded.model, loaded.properties()[0])  # doctest: +SKIP
+>>> res.value, res.scheduler                            # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from mopmc.engine.scheduler import Scheduler
+from mopmc.errors import InfiniteValueError, PropertyError
+from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.properties.objectives import Objective, Property
+
+DEFAULT_PRECISION = 1e-6
+
+
+@dataclass(frozen=True)
+class SingleResult:
+    """``value`` in original units; ``satisfied`` for properties with a bound; ``status``:
+    ``ok`` or ``infinite`` (then ``message`` says why and ``scheduler`` is None)."""
+
+    property: Property
+    value: float
+    error_bound: float
+    precision: float
+    scheduler: Scheduler | None
+    status: str = "ok"
+    message: str | None = None
+    timings: dict = field(default_factory=dict)
+
+    @property
+    def satisfied(self) -> bool | None:
+        o = self.property.objectives[0]
+        if o.threshold is None:
+            return None
+        ops = {"<": float.__lt__, "<=": float.__le__, ">": float.__gt__, ">=": float.__ge__}
+        return bool(ops[o.comparison](float(self.value), float(o.threshold)))
+
+    def to_json(self) -> dict:
+        o = self.property.objectives[0]
+        out = {
+            "property": self.property.text,
+            "name": self.property.name,
+            "kind": self.property.kind,
+            "objectives": [o.to_json()],
+            "value": self.value,
+            "status": self.status,
+            "precision": self.precision,
+            "error_bound": self.error_bound,
+            "timings": self.timings,
+        }
+        if o.threshold is not None:
+            out["satisfied"] = self.satisfied
+        if self.message:
+            out["message"] = self.message
+        return out
+
+
+def check(model: SparseMDP, prop: Property, *, precision: float = DEFAULT_PRECISION, engine: str = "kernel") -> SingleResult:
+    """Optimise one objective (``min``/``max``) on ``model``; see the module docstring."""
+    if prop.multi:
+        raise PropertyError(f"{prop.text}: a multi-objective property; use the multi-objective queries")
+    o = prop.objectives[0]
+    start = time.perf_counter()
+    try:
+        if engine == "lp":
+            from mopmc.engine.lp import lp_value
+
+            value, sched, bound = float(lp_value(model, o)), None, 0.0
+            if math.isinf(value):
+                raise InfiniteValueError(f"{model.source}: {o.text} is infinite")
+        elif engine == "kernel":
+            value, sched, bound = _kernel_value(model, o)
+        else:
+            raise PropertyError(f"unknown engine {engine!r}; use kernel or lp")
+    except InfiniteValueError as exc:
+        inf = math.inf if o.sense == "max" else -math.inf
+        if o.kind == "reach_reward" or getattr(exc, "against", False):
+            inf = -inf if o.kind != "reach_reward" else math.inf
+        return SingleResult(prop, inf, 0.0, precision, None, "infinite", exc.one_line(),
+                            {"check": time.perf_counter() - start})
+    return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start})
+
+
+def check_value(model: SparseMDP, prop: Property, **kw) -> SingleResult:
+    """Like :func:`check`, but an infinite optimum raises :class:`InfiniteValueError`."""
+    res = check(model, prop, **kw)
+    if res.status == "infinite":
+        raise InfiniteValueError(res.message)
+    return res
+
+
+def _kernel_value(model: SparseMDP, o: Objective):
+    from mopmc.engine.kernel import Engine
+    from mopmc.engine.reductions import graph
+
+    if o.kind != "reach_reward":
+        res = Engine(model, [o]).optimise([1.0])
+        return float(res.values[0]), res.scheduler, res.error_bound
+    target = o.target_mask(model)
+    g = graph.Csr(model.row_groups, model.indptr, model.targets)
+    rev = graph.reverse(g)
+    if o.sense == "max":
+        sure = graph.almost_sure_all(g, target, rev)
+        if not sure[model.initial]:
+            raise InfiniteValueError(
+                f"{model.source}: {o.text} is infinite: some scheduler avoids the target with positive probability"
+            )
+        res = Engine(model, [o]).optimise([1.0])
+    else:
+        sure, _ = graph.almost_sure_max(g, target, None, rev)
+        if not sure[model.initial]:
+            raise InfiniteValueError(
+                f"{model.source}: {o.text} is infinite: no scheduler reaches the target with probability 1"
+            )
+        from mopmc.engine import numba_kernels as nk
+
+        mask = sure[rev.state_of_choice] & nk.all_successors_in(model.indptr, model.targets, sure, model.n_choices)
+        res = Engine(model, [o], allow_stay=False, choice_mask=mask).optimise([1.0])
+    return float(res.values[0]), res.scheduler, res.error_bound

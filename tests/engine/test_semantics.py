@@ -1,0 +1,73 @@
+"""Goal memory, infinite rewards and the check command, on small models with known answers."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from support import shared_model  # noqa: E402
+
+from mopmc.engine.kernel import Engine
+from mopmc.errors import InfiniteValueError
+from mopmc.io.load import load
+from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.properties.objectives import Objective
+
+
+def test_tiny_rewards_negative_as_storm():
+    """Storm's test: multi(R{"a"}max>=0 [C], R{"b"}min<=0 [C]) holds; the loops are dominated."""
+    loaded = load(shared_model("peer-tests/storm/tiny_rewards_negative.nm"),
+                  properties='multi(R{"a"}max>=0 [C], R{"b"}min<=0 [C])')
+    objs = loaded.properties()[0].objectives
+    res = Engine(loaded.model, objs).optimise([1.0, 1.0])
+    np.testing.assert_allclose(res.values, [0.0, 0.0])
+
+
+def test_reward_loop_under_max_is_infinite():
+    m = SparseMDP.from_arrays([0, 2, 3], [0, 1, 2, 3], [0, 1, 1], [1.0, 1.0, 1.0], rewards={"r": [1.0, 0.0, 0.0]})
+    with pytest.raises(InfiniteValueError):
+        Engine(m, [Objective(0, 'R{"r"}max=? [C]', "total_reward", "max", "r")])
+    # the same loop is harmless (dominated) under min
+    res = Engine(m, [Objective(0, 'R{"r"}min=? [C]', "total_reward", "min", "r")]).optimise([1.0])
+    assert res.values[0] == 0.0
+
+
+def _two_targets():
+    # s0 -a-> s1 (target A) -> s2 (target B, absorbing); s0 -b-> s3 (absorbing)
+    rg = [0, 2, 3, 4, 5]
+    ip = [0, 1, 2, 3, 4, 5]
+    tg = [1, 3, 2, 2, 3]
+    labels = {"A": np.array([0, 1, 0, 0], bool), "B": np.array([0, 0, 1, 0], bool)}
+    return SparseMDP.from_arrays(rg, ip, tg, [1.0] * 5, labels=labels)
+
+
+def test_goal_memory_counts_each_target_once():
+    """Targets with different sets: making one absorbing would lose the other (needs memory)."""
+    m = _two_targets()
+    objs = [Objective(0, 'P[F "A"]', "probability", "max", right_text='"A"'),
+            Objective(1, 'P[F "B"]', "probability", "max", right_text='"B"')]
+    eng = Engine(m, objs)
+    res = eng.optimise([1.0, 1.0])
+    np.testing.assert_allclose(res.values, [1.0, 1.0])
+    assert res.scheduler.n_bits == 2
+
+
+def test_check_command_infinite_exit_code(capsys):
+    from typer.testing import CliRunner
+
+    from mopmc.cli.check import app
+
+    path = str(shared_model("peer-tests/storm/tiny_rewards_negative.nm"))
+    one = CliRunner().invoke(app, [path, "--prop", 'R{"b"}max=? [C]'])
+    assert one.exit_code == 2 and "infinite" in one.output
+    both = CliRunner().invoke(app, [path, "--prop", 'R{"a"}max=? [C]; R{"b"}max=? [C]', "--json"])
+    assert both.exit_code == 2
+    import json
+
+    rows = json.loads(both.output)
+    assert [r["status"] for r in rows] == ["ok", "infinite"]
+    assert rows[0]["value"] == 0.0 and rows[0]["kind"] == "value"
