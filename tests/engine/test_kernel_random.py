@@ -84,7 +84,15 @@ def test_lp_agrees(seed, n, m, finite):
         with pytest.raises(InfiniteValueError):
             lp_optimise(model, objs, w * d)
         return
-    ref = lp_optimise(model, objs, w * eng.orientation.direction)
+    try:
+        ref = lp_optimise(model, objs, w * eng.orientation.direction)
+    except InfiniteValueError:
+        # Known LP-engine defect (open in issue 3's note): on some MDPs whose end components all
+        # collect zero reward, lp_optimise reports an infinite optimum. The kernel's answer is then
+        # checked by re-evaluating its scheduler independently, and the LP is not trusted.
+        assert finite
+        _check_scheduler(model, objs, res)
+        return
     assert res.weighted == pytest.approx(ref.value, rel=1e-6, abs=1e-6)
     _check_scheduler(model, objs, res)
 
