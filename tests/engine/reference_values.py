@@ -21,8 +21,10 @@ from support import SHARED, shared_model
 
 TABLE = Path(__file__).resolve().with_name("reference_values.json")
 
-#: Rows on models with more states than this take seconds each; they are marked ``heavy``.
-HEAVY_STATES = 50_000
+#: Models on which the LP oracle is too slow for the default run: HiGHS needs 17-64 s per
+#: dive-and-rise row on 2 cores (a 15k-state cyclic model; the simplex takes ~50k iterations).
+#: Their rows are ``heavy``; run them with ``MOPMC_HEAVY_TESTS=1``. Other engines may run them always.
+HEAVY_FOR_LP = frozenset({"dive-and-rise/dive_and_rise_action_rewards.nm"})
 
 
 class Reference(NamedTuple):
@@ -37,7 +39,8 @@ class Reference(NamedTuple):
 
     @property
     def heavy(self) -> bool:
-        return self.states > HEAVY_STATES
+        """Too slow for the LP oracle in the default test run (see :data:`HEAVY_FOR_LP`)."""
+        return self.model in HEAVY_FOR_LP
 
     def close_to(self, value: float, rel: float = 1e-6) -> bool:
         """``value`` within ``rel * max(1, |reference|)`` (infinities must match exactly)."""

@@ -283,8 +283,8 @@ def lp_convex(
     """
     try:
         import cvxpy as cp
-    except ImportError:  # pragma: no cover - cvxpy is a declared dependency of the convex query
-        raise DependencyError('the convex LP oracle needs cvxpy: pip install "mopmc[convex]"') from None
+    except ImportError:  # pragma: no cover - cvxpy is a declared dependency
+        raise DependencyError('the convex LP oracle needs cvxpy and Clarabel: pip install cvxpy clarabel') from None
     lp = polytope if polytope is not None else occupation_polytope(model, objectives)
     x = cp.Variable(lp.n_vars, nonneg=True)
     v = lp.offset + cp.multiply(lp.scale, lp.gain @ x)

@@ -8,6 +8,10 @@ Variables ``x(s, a) >= 0`` are the expected number of times choice ``a`` is take
 
 Every objective is affine in ``x``: ``value_i = offset_i + scale_i * gain_i . x``.
 
+Stop variables sit on the states of the maximal end components of the *zero-reward* choices (zero in
+every objective), not only on MECs without reward: a MEC that collects reward on some of its choices
+may still contain a zero-reward EC in which a scheduler can stay for free.
+
 Reachability objectives need goal memory: the LP is built on a product of the model with one bit
 per reachability objective (``P[...]`` and ``R[F phi]`` inside ``multi``), set when the objective is
 *decided* (its target entered; for ``phi U psi`` also when ``phi`` fails). A probability objective
@@ -137,7 +141,7 @@ def occupation_polytope(
     model: SparseMDP,
     objectives: Sequence[Objective],
     *,
-    ec_stops: bool = False,
+    ec_stops: bool = True,
 ) -> OccupationLP:
     """Build the occupation-measure polytope of ``objectives`` on ``model``.
 
