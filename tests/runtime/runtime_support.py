@@ -1,4 +1,4 @@
-"""Shared helpers of the runtime tests: a tiny deterministic 1-D world and scheduler builders."""
+"""Helpers of the runtime tests (imported by name; ``conftest.py`` re-exports the fixture): a tiny deterministic 1-D world and scheduler builders."""
 
 from __future__ import annotations
 
