@@ -1,0 +1,464 @@
+"""The convex query (the paper's Algorithm 1, done right): minimise a convex loss over the
+achievable objective vectors within a box, with certified lower and upper bounds.
+
+The achievable set ``A`` (expected values of all schedulers, original units) is a convex polytope.
+The query keeps an inner polytope (convex hull of the oracle's vertices, each reached by a
+deterministic scheduler) and an outer one (halfspaces ``w . x <= w . v + error``, one per oracle
+call, shifted by the oracle's error bound so that they contain ``A``). Each iteration solves
+
+* the *lower* program: the exact minimiser ``z`` of the loss over outer polytope and box (a small
+  convex program for Clarabel); ``loss(z)`` is a lower bound on the optimum;
+* the *upper* program: the best point of the inner polytope within the box (a QP over the
+  vertices' convex weights); it is achievable, and its loss is an upper bound;
+
+stops when ``upper - lower <= max(eps_abs, eps_rel * |upper|)``, and otherwise asks the oracle in
+the direction from the inner polytope's point nearest to ``z`` towards ``z``: either the new
+halfspace cuts ``z`` off or the new vertex lies beyond the inner polytope. When outer polytope and
+box do not meet, the box is infeasible, certified by a direction ``w`` with
+``max_A w . x <= bound < required = min_box w . x``.
+
+Directions have any sign (objectives to minimise and to maximise coexist, and the loss may pull
+either way); ``x`` stays in original units and property order throughout.
+
+>>> res = convex_query(model, prop.objectives, "mse", soft=True)   # doctest: +SKIP
+>>> res.status, res.point, res.loss, res.lower_bound              # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, NamedTuple, Sequence
+
+import numpy as np
+
+from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
+
+DUPLICATE = 1e-12
+_CLARABEL = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_ktratio": 1e-9,
+             "max_iter": 500}
+
+
+def _cp():
+    try:
+        import cvxpy as cp
+    except ImportError:  # pragma: no cover - cvxpy is a declared dependency
+        raise DependencyError("the convex query needs cvxpy and Clarabel: pip install cvxpy clarabel") from None
+    return cp
+
+
+class Loss(NamedTuple):
+    """``expression(v)``: a convex cvxpy scalar of the objective vector ``v`` (a cvxpy expression)."""
+
+    name: str
+    expression: Callable[[Any], Any]
+
+    def value(self, x: np.ndarray) -> float:
+        cp = _cp()
+        return float(self.expression(cp.Constant(np.asarray(x, float))).value)
+
+
+def mse(target: Sequence[float]) -> Loss:
+    """``(1/m) sum_i (v_i - t_i)^2``."""
+    t = np.asarray(target, float)
+    return Loss("mse", lambda v: _cp().sum_squares(v - t) / len(t))
+
+
+def wmse(target: Sequence[float], weights: Sequence[float]) -> Loss:
+    """``(1/m) sum_i w_i (v_i - t_i)^2`` with ``w_i >= 0``."""
+    t, w = np.asarray(target, float), np.asarray(weights, float)
+    if w.shape != t.shape:
+        raise PropertyError(f"{len(w)} weights for {len(t)} objectives")
+    if np.any(w < 0) or not np.all(np.isfinite(w)):
+        raise PropertyError(f"weights must be finite and >= 0 (a negative weight makes the loss non-convex), got {w.tolist()}")
+    return Loss("wmse", lambda v: _cp().sum_squares(cp_mul(np.sqrt(w), v - t)) / len(t))
+
+
+def cp_mul(a, b):
+    return _cp().multiply(a, b)
+
+
+def var(m: int) -> Loss:
+    """The population variance ``(1/m) sum_i (v_i - mean(v))^2``."""
+    return Loss("var", lambda v: _cp().sum_squares(v - _cp().sum(v) / m) / m)
+
+
+def make_loss(name: str, m: int, target: Sequence[float] | None, weights: Sequence[float] | None) -> Loss:
+    """The named loss (``mse``, ``wmse``, ``var``)."""
+    t = np.zeros(m) if target is None else np.asarray(target, float)
+    if t.shape != (m,):
+        raise PropertyError(f"the target has {len(t)} values for {m} objectives")
+    if weights is not None and name != "wmse":
+        raise PropertyError(f"weights are only used by the wmse loss, not {name}")
+    if name == "mse":
+        return mse(t)
+    if name == "wmse":
+        return wmse(t, np.ones(m) if weights is None else weights)
+    if name == "var":
+        return var(m)
+    raise PropertyError(f"unknown loss {name!r}; use mse, wmse or var (or a cvxpy function from Python)")
+
+
+@dataclass(frozen=True)
+class ConvexResult:
+    """The answer of :func:`convex_query`.
+
+    ``point`` (original units, property order) is a convex combination of ``vertices`` with
+    ``weights``, lies in the box, and has loss ``loss`` (the upper bound); ``lower_bound`` is a
+    lower bound on the optimum, ``gap = loss - lower_bound``. ``status``: ``optimal`` (gap within
+    tolerance), ``infeasible`` (no achievable point in the box: ``separating_direction``), or
+    ``iteration_limit``. ``schedulers[i]`` is the oracle's scheduler of ``vertices[i]``.
+    """
+
+    status: str
+    objectives: tuple
+    loss_name: str
+    point: np.ndarray | None
+    loss: float
+    lower_bound: float
+    gap: float
+    iterations: int
+    vertices: np.ndarray
+    weights: np.ndarray
+    schedulers: tuple = field(repr=False, default=())
+    lower_point: np.ndarray | None = None
+    box: tuple = (None, None)
+    separating_direction: dict | None = None
+    eps_rel: float = 1e-4
+    eps_abs: float = 1e-10
+    timings: dict = field(default_factory=dict)
+
+    def support(self) -> list[int]:
+        """Indices of the vertices with positive weight."""
+        return [int(i) for i in np.flatnonzero(self.weights > 0)]
+
+    def to_json(self) -> dict:
+        lo, up = self.box
+        out = {
+            "status": self.status,
+            "objectives": [o.to_json() for o in self.objectives],
+            "loss_name": self.loss_name,
+            "point": None if self.point is None else self.point.tolist(),
+            "loss": self.loss,
+            "lower_bound": self.lower_bound,
+            "gap": self.gap,
+            "iterations": self.iterations,
+            "eps_rel": self.eps_rel,
+            "eps_abs": self.eps_abs,
+            "box": {"lower": _opt(lo), "upper": _opt(up)},
+            "vertices": [{"point": self.vertices[i].tolist(), "weight": float(self.weights[i])} for i in self.support()],
+            "timings": self.timings,
+        }
+        if self.separating_direction is not None:
+            out["separating_direction"] = self.separating_direction
+        return out
+
+
+def _opt(a):
+    return None if a is None else [None if not math.isfinite(x) else float(x) for x in a]
+
+
+def box_of(objectives) -> tuple[np.ndarray, np.ndarray]:
+    """Hard bounds from the thresholds: ``<=``/``<`` an upper side, ``>=``/``>`` a lower side."""
+    m = len(objectives)
+    lo, up = np.full(m, -np.inf), np.full(m, np.inf)
+    for i, o in enumerate(objectives):
+        if o.threshold is None:
+            continue
+        if o.comparison.startswith("<"):
+            up[i] = o.threshold
+        else:
+            lo[i] = o.threshold
+    return lo, up
+
+
+def soft_target(objectives) -> np.ndarray:
+    """The thresholds as the target (``--soft``); every objective needs one."""
+    missing = [o.text for o in objectives if o.threshold is None]
+    if missing:
+        raise PropertyError(f"--soft uses the thresholds as the target, but {', '.join(missing)} has none; "
+                            "give every objective a bound (e.g. <=0.2)")
+    return np.array([o.threshold for o in objectives], float)
+
+
+class _Polytopes:
+    """Vertices (inner) and halfspaces (outer), deduplicated."""
+
+    def __init__(self, m: int):
+        self.m = m
+        self.points: list[np.ndarray] = []
+        self.schedulers: list = []
+        self.normals: list[np.ndarray] = []
+        self.offsets: list[float] = []
+
+    def add(self, w: np.ndarray, point: np.ndarray, error: float, scheduler) -> bool:
+        """Record an oracle answer; True when it brought a new vertex or a tighter halfspace."""
+        changed = False
+        offset = float(w @ point + max(error, 0.0))
+        for i, d in enumerate(self.normals):
+            if np.allclose(w, d, rtol=0, atol=1e-12):
+                if offset < self.offsets[i]:
+                    self.offsets[i] = offset
+                    changed = True
+                break
+        else:
+            self.normals.append(np.asarray(w, float))
+            self.offsets.append(offset)
+            changed = True
+        scale = max(1.0, float(np.max(np.abs(point))))
+        if all(np.max(np.abs(v - point)) > DUPLICATE * scale for v in self.points):
+            self.points.append(np.asarray(point, float))
+            self.schedulers.append(scheduler)
+            changed = True
+        return changed
+
+    @property
+    def V(self) -> np.ndarray:
+        return np.array(self.points).reshape(-1, self.m)
+
+
+def _box_constraints(v, lo, up):
+    cons = []
+    for i in range(len(lo)):
+        if math.isfinite(lo[i]):
+            cons.append(v[i] >= lo[i])
+        if math.isfinite(up[i]):
+            cons.append(v[i] <= up[i])
+    return cons
+
+
+def _solve(problem) -> str:
+    cp = _cp()
+    try:
+        problem.solve(solver=cp.CLARABEL, **_CLARABEL)
+    except cp.error.SolverError:
+        problem.solve(solver=cp.CLARABEL)
+    return problem.status
+
+
+def _lower(poly: _Polytopes, loss: Loss, lo, up):
+    """``(value, z)`` of the loss over outer polytope and box, or None when they do not meet."""
+    cp = _cp()
+    z = cp.Variable(poly.m)
+    W, b = np.array(poly.normals), np.array(poly.offsets)
+    prob = cp.Problem(cp.Minimize(loss.expression(z)), [W @ z <= b] + _box_constraints(z, lo, up))
+    status = _solve(prob)
+    if status in ("infeasible", "infeasible_inaccurate"):
+        return None
+    if status == "unbounded":
+        raise PropertyError(f"the {loss.name} loss is unbounded below on the outer polytope; a convex query needs "
+                            "a loss bounded below on bounded sets")
+    if status not in ("optimal", "optimal_inaccurate"):
+        raise InfiniteValueError(f"the lower-bound program failed ({status})")
+    zv = np.asarray(z.value, float)
+    return min(float(prob.value), loss.value(zv)), zv
+
+
+def _upper(poly: _Polytopes, loss: Loss, lo, up):
+    """``(value, weights, point)``: the best point of the inner polytope within the box, or None."""
+    cp = _cp()
+    V = poly.V
+    lam = cp.Variable(len(V), nonneg=True)
+    p = V.T @ lam
+    prob = cp.Problem(cp.Minimize(loss.expression(p)), [cp.sum(lam) == 1] + _box_constraints(p, lo, up))
+    status = _solve(prob)
+    if status not in ("optimal", "optimal_inaccurate"):
+        return None
+    weights = np.clip(np.asarray(lam.value, float), 0.0, None)
+    weights[weights < 1e-12] = 0.0
+    weights /= weights.sum()
+    point = weights @ V
+    viol = max(float(np.max(np.maximum(lo - point, 0.0), initial=0.0)), float(np.max(np.maximum(point - up, 0.0), initial=0.0)))
+    if viol > 1e-7 * max(1.0, float(np.max(np.abs(point)))):
+        return None
+    return loss.value(point), weights, point
+
+
+def _nearest(V: np.ndarray, z: np.ndarray) -> np.ndarray:
+    """The point of conv(V) nearest to ``z`` (Euclidean)."""
+    cp = _cp()
+    lam = cp.Variable(len(V), nonneg=True)
+    prob = cp.Problem(cp.Minimize(cp.sum_squares(V.T @ lam - z)), [cp.sum(lam) == 1])
+    _solve(prob)
+    w = np.clip(np.asarray(lam.value, float), 0.0, None)
+    return (w / w.sum()) @ V
+
+
+def _direction(V: np.ndarray, z: np.ndarray) -> np.ndarray | None:
+    """A unit direction ``w`` with ``w . z > max_v w . v``: the normalised difference from the
+    nearest point of conv(V) to ``z``; when the QP is too inaccurate to separate (vertices very
+    close together), the LP direction maximising ``w . z - max_v w . v`` over ``|w|_inf <= 1``.
+    ``None`` when ``z`` lies in conv(V) to rounding."""
+    from scipy.optimize import linprog
+
+    scale = max(1.0, float(np.max(np.abs(V))), float(np.max(np.abs(z))))
+    d = z - _nearest(V, z)
+    norm = float(np.linalg.norm(d))
+    if norm > 0:
+        w = d / norm
+        if w @ z - np.max(V @ w) > 1e-13 * scale:
+            return w
+    k, m = V.shape
+    res = linprog(np.append(-z, 1.0), A_ub=np.hstack([V, -np.ones((k, 1))]), b_ub=np.zeros(k),
+                  bounds=[(-1.0, 1.0)] * m + [(None, None)], method="highs")
+    if res.status != 0 or -res.fun <= 1e-13 * scale:
+        return None
+    w = res.x[:m]
+    return w / np.linalg.norm(w)
+
+
+def _separation(poly: _Polytopes, lo, up) -> dict:
+    """Farkas: mu >= 0 (sum 1) on halfspaces, a, c >= 0 on box sides, mu W = a - c, mu.b < a.lo - c.up."""
+    from scipy.optimize import linprog
+
+    W, b = np.array(poly.normals), np.array(poly.offsets)
+    k, m = W.shape
+    fl, fu = np.isfinite(lo), np.isfinite(up)
+    nl, nu = int(fl.sum()), int(fu.sum())
+    El = np.eye(m)[:, fl]
+    Eu = np.eye(m)[:, fu]
+    # variables [mu (k), a (nl), c (nu)]; minimise mu.b - a.lo + c.up
+    cost = np.concatenate((b, -lo[fl], up[fu]))
+    a_eq = np.vstack([np.hstack((W.T, -El, Eu)), np.concatenate((np.ones(k), np.zeros(nl + nu)))[None, :]])
+    b_eq = np.concatenate((np.zeros(m), [1.0]))
+    res = linprog(cost, A_eq=a_eq, b_eq=b_eq, bounds=[(0, None)] * (k + nl + nu), method="highs")
+    mu = res.x[:k]
+    w = mu @ W
+    return {"direction": w.tolist(), "bound": float(mu @ b), "required": float(res.x[k:k + nl] @ lo[fl] - res.x[k + nl:] @ up[fu])}
+
+
+def _call(oracle, w: np.ndarray, objectives):
+    try:
+        return oracle(w)
+    except InfiniteValueError as exc:
+        raise InfiniteValueError(
+            f"the achievable set is unbounded in direction {np.round(w, 6).tolist()} over "
+            f"({', '.join(o.text for o in objectives)}): {exc}; the convex query needs bounded objective values"
+        ) from None
+
+
+def convex_query(
+    model_or_oracle,
+    objectives: Sequence,
+    loss: str | Loss | Callable = "mse",
+    *,
+    target: Sequence[float] | None = None,
+    weights: Sequence[float] | None = None,
+    soft: bool = False,
+    box: tuple[Sequence[float] | None, Sequence[float] | None] | None = None,
+    eps_rel: float = 1e-4,
+    eps_abs: float = 1e-10,
+    max_iter: int = 100,
+    engine: str = "kernel",
+    progress: Callable[[int, float, float], None] | None = None,
+) -> ConvexResult:
+    """Minimise a convex loss over the achievable vectors of ``objectives`` within a box.
+
+    Args:
+        model_or_oracle: a :class:`~mopmc.model.SparseMDP` (then ``engine`` gives the oracle) or an
+            oracle ``weights -> Vertex`` maximising ``weights . x`` in original units.
+        objectives: the objectives, in order (thresholds give the box, or with ``soft`` the target).
+        loss: ``"mse"``, ``"wmse"``, ``"var"``, a :class:`Loss`, or a function of the cvxpy
+            objective vector returning a convex cvxpy scalar.
+        target: the target of ``mse``/``wmse`` (default: the origin; with ``soft``: the thresholds).
+        weights: per-objective weights of ``wmse``.
+        soft: thresholds are the target and there is no box (MOPMC's unconstrained mode).
+        box: ``(lower, upper)`` overriding the thresholds (``None``/``inf`` entries: unbounded).
+        eps_rel, eps_abs: stop when ``upper - lower <= max(eps_abs, eps_rel * |upper|)``.
+        max_iter: oracle calls after the 2m initial ones.
+        progress: called as ``progress(iteration, lower, upper)`` after every iteration.
+    """
+    t0 = time.perf_counter()
+    objectives = tuple(objectives)
+    m = len(objectives)
+    if m == 0:
+        raise PropertyError("a convex query needs at least one objective")
+    if eps_rel < 0 or eps_abs < 0 or not (eps_rel > 0 or eps_abs > 0):
+        raise PropertyError(f"tolerances must be >= 0 and not both 0 (eps_rel={eps_rel}, eps_abs={eps_abs})")
+    if max_iter < 0:
+        raise PropertyError(f"max_iter must be >= 0, got {max_iter}")
+    if soft and target is not None:
+        raise PropertyError("--soft uses the thresholds as the target; do not also give --target")
+    if soft:
+        target = soft_target(objectives)
+    if isinstance(loss, str):
+        loss = make_loss(loss, m, target, weights)
+    elif not isinstance(loss, Loss):
+        loss = Loss(getattr(loss, "__name__", "custom"), loss)
+    if box is not None:
+        lo = np.array([-np.inf if v is None else v for v in (box[0] if box[0] is not None else [None] * m)], float)
+        up = np.array([np.inf if v is None else v for v in (box[1] if box[1] is not None else [None] * m)], float)
+    elif soft:
+        lo, up = np.full(m, -np.inf), np.full(m, np.inf)
+    else:
+        lo, up = box_of(objectives)
+    if hasattr(model_or_oracle, "row_groups"):
+        from mopmc.queries.dispatch import make_oracle
+
+        oracle = make_oracle(model_or_oracle, objectives, engine)
+    else:
+        oracle = model_or_oracle
+    timings = {"setup": time.perf_counter() - t0, "oracle": 0.0, "lower": 0.0, "upper": 0.0}
+    poly = _Polytopes(m)
+
+    def ask(w):
+        ts = time.perf_counter()
+        v = _call(oracle, w, objectives)
+        timings["oracle"] += time.perf_counter() - ts
+        return poly.add(w, np.asarray(v.point, float), float(v.error), v.scheduler)
+
+    for i in range(m):
+        for s in (1.0, -1.0):
+            w = np.zeros(m)
+            w[i] = s
+            ask(w)
+    it = 0
+    status, sep, best, low = "iteration_limit", None, None, None
+    while True:
+        ts = time.perf_counter()
+        if np.any(lo > up):
+            low = None
+        else:
+            low = _lower(poly, loss, lo, up)
+        timings["lower"] += time.perf_counter() - ts
+        if low is None:
+            status, sep, best = "infeasible", (_separation(poly, lo, up) if not np.any(lo > up) else _empty_box(lo, up)), None
+            break
+        ts = time.perf_counter()
+        best = _upper(poly, loss, lo, up)
+        timings["upper"] += time.perf_counter() - ts
+        upper = best[0] if best is not None else math.inf
+        if progress is not None:
+            progress(it, low[0], upper)
+        if best is not None and upper - low[0] <= max(eps_abs, eps_rel * abs(upper)):
+            status = "optimal"
+            break
+        if it >= max_iter:
+            break
+        w = _direction(poly.V, low[1])
+        if w is None:
+            break  # the lower point is (numerically) achievable, yet the gap is open: solver precision
+        it += 1
+        if not ask(w):
+            break  # nothing new in the only direction that could help: stalled at solver precision
+    lower = float(low[0]) if low is not None else math.inf
+    if best is not None:
+        upper, lam, point = best
+        lower = min(lower, upper)
+        gap = upper - lower
+    else:
+        upper, lam, point, gap = math.inf, np.zeros(len(poly.points)), None, math.inf
+    timings["total"] = time.perf_counter() - t0
+    return ConvexResult(
+        status, objectives, loss.name, point, float(upper) if status != "infeasible" else math.inf,
+        lower, float(gap) if status != "infeasible" else math.inf, it, poly.V, lam, tuple(poly.schedulers),
+        None if low is None else low[1], (lo, up), sep, eps_rel, eps_abs, timings,
+    )
+
+
+def _empty_box(lo, up) -> dict:
+    i = int(np.flatnonzero(lo > up)[0])
+    w = np.zeros(len(lo))
+    w[i] = 1.0
+    return {"direction": w.tolist(), "bound": float(up[i]), "required": float(lo[i])}
