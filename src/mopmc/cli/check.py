@@ -40,6 +40,8 @@ def check_command(
         raise PropertyError("give exactly one of --prop TEXT or --props FILE")
     if engine not in ("kernel", "lp"):
         raise PropertyError(f"--engine {engine!r}: use kernel or lp")
+    if not 0 < precision < 1:
+        raise PropertyError(f"--precision {precision}: give a relative precision between 0 and 1, e.g. 1e-6")
     text = prop if prop is not None else read_property_file(props_file)
     loaded = load(model, parse_consts(const), properties=text)
     props = loaded.properties()

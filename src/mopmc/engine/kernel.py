@@ -19,7 +19,16 @@ Preprocessing (:class:`Engine`), each step keeping the map back to the model:
    collect infinite reward in the non-preferred direction under every scheduler: dominated); if
    the initial state is not among them, no scheduler is finite: error.
 6. :mod:`~mopmc.engine.scc` plan; acyclic parts in one compiled pass, cyclic SCCs by
-   :mod:`~mopmc.engine.policy_iteration` (exact sparse LU).
+   :mod:`~mopmc.engine.policy_iteration` (exact sparse LU), or, for blocks of more than
+   ``size_limit`` states (``method="auto"``) or always (``method="iterative"``), by the sound
+   iterative method of :mod:`~mopmc.engine.iterative`.
+
+Precision. Acyclic parts and policy iteration are exact up to floating-point rounding
+(``error_bound == 0.0``). With iteratively solved blocks, ``error_bound`` is a certified ``eps``
+(up to rounding) such that (1) every returned value is within ``eps`` of the exact value of the
+returned scheduler, and (2) no scheduler keeping all objectives finite beats the returned one by
+more than ``eps * sum(|w|)`` in ``w . point``. Each block stops when its bounds are within
+``precision / k`` relative to the magnitude of its values (``k`` iterative blocks).
 
 Example:
     >>> eng = Engine(model, objectives)                      # doctest: +SKIP
@@ -30,11 +39,12 @@ Example:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 import numpy as np
 
+from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, permute, restrict
 from mopmc.engine.reductions import end_components as ec
@@ -60,6 +70,7 @@ class KernelResult:
     policy: np.ndarray
     seconds: float
     engine: "Engine" = field(repr=False)
+    state_values: np.ndarray | None = field(default=None, repr=False)
     _cache: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -80,6 +91,10 @@ class Engine:
         allow_stay: whether a scheduler may stay forever in a zero-reward end component (False for
             Storm's single-objective ``R[F phi]``, which only counts schedulers reaching phi).
         choice_mask: restrict schedulers to these model choices.
+        method: ``"auto"`` (exact policy iteration on blocks of cyclic SCCs up to ``size_limit``
+            states, the sound iterative method above), ``"exact"`` or ``"iterative"`` (all blocks).
+        size_limit: the largest block solved by sparse LU under ``"auto"``.
+        precision: relative precision of the iterative method (default 1e-6); see the module docstring.
     """
 
     def __init__(
@@ -89,8 +104,16 @@ class Engine:
         *,
         allow_stay: bool = True,
         choice_mask: np.ndarray | None = None,
+        method: str = "auto",
+        size_limit: int = 100_000,
+        precision: float = 1e-6,
     ):
+        if method not in ("auto", "exact", "iterative"):
+            raise ValueError(f"method {method!r}: use auto, exact or iterative")
+        if not precision > 0:
+            raise ValueError(f"precision {precision!r}: must be positive")
         t0 = time.perf_counter()
+        self.method, self.size_limit, self.precision = method, int(size_limit), float(precision)
         self.model = model
         self.objectives = tuple(objectives)
         self.m = len(self.objectives)
@@ -128,10 +151,16 @@ class Engine:
         self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
         self.matrix = p.matrix()
         self.self_only = _self_only(p)
-        self.blocks = [CyclicBlock(p, s, self.matrix) if kind == "cycles" else None for kind, s in self.plan.steps]
+        self.blocks = [self._block(p, s) if kind == "cycles" else None for kind, s in self.plan.steps]
+        self.n_iterative = sum(isinstance(b, IterativeBlock) for b in self.blocks)
         self.timings["total"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ preprocessing helpers
+    def _block(self, p: Problem, states: np.ndarray):
+        if self.method == "iterative" or (self.method == "auto" and len(states) > self.size_limit):
+            return IterativeBlock(p, states, self.matrix)
+        return CyclicBlock(p, states, self.matrix)
+
     def _names(self) -> str:
         return ", ".join(o.text for o in self.objectives)
 
@@ -153,22 +182,51 @@ class Engine:
         self.zero_ecs = ec.maximal_end_components(p1, zero, every.component >= 0)
 
     # ------------------------------------------------------------------ the kernel
-    def optimise(self, w: Sequence[float], warm: KernelResult | None = None) -> KernelResult:
-        """Maximise ``w . point`` (preferred space); ``warm``: a previous result to start from."""
-        from mopmc.engine import numba_kernels as nk
+    def optimise(
+        self,
+        w: Sequence[float],
+        warm: KernelResult | None = None,
+        *,
+        per_state: bool = False,
+        precision: float | None = None,
+    ) -> KernelResult:
+        """Maximise ``w . point`` (preferred space); ``warm``: a previous result to start from.
 
+        ``per_state``: also return ``state_values`` (model states x objectives, original units):
+        the values of the returned scheduler from each model state with empty goal memory (NaN
+        where that state is not among the engine's reachable product states, or where every
+        scheduler is infinite against an objective's preferred direction). ``precision``
+        overrides the engine's for the iterative method.
+        """
         t0 = time.perf_counter()
         w = np.asarray(w, np.float64).reshape(self.m)
-        ori = self.orientation
         if self.trivial:
-            return self._result(w, np.zeros(self.m), np.zeros(0, np.int64), t0)
+            res = self._result(w, np.zeros(self.m), np.zeros(0, np.int64), t0)
+            return replace(res, state_values=self._state_values(None)) if per_state else res
+        target = self.precision if precision is None else float(precision)
+        start = warm.policy if warm is not None and warm.engine is self and len(warm.policy) else self.proper
+        tau = target / max(self.n_iterative, 1)
+        for _ in range(4):
+            X, choice, bound = self._solve(w, start, tau)
+            # block precisions are relative to each block's values: tighten when the initial value is smaller
+            goal = target * max(1.0, float(np.abs(X[self.problem.initial]).max(initial=0.0)))
+            if bound <= goal:
+                break
+            start, tau = choice, tau * max(goal / bound, 1e-3) * 0.5
+        res = self._result(w, X[self.problem.initial], choice, t0, bound)
+        return replace(res, state_values=self._state_values(X)) if per_state else res
+
+    def _solve(self, w: np.ndarray, start: np.ndarray, tau: float):
+        """One pass over the plan: internal values ``X``, the policy, and the certified bound."""
+        from mopmc.engine import numba_kernels as nk
+
         p = self.problem
         rho = p.rewards @ w
         V = np.zeros(p.n_states)
         X = np.zeros((p.n_states, self.m))
         choice = np.full(p.n_states, -1, np.int64)
-        start = warm.policy if warm is not None and warm.engine is self and len(warm.policy) else self.proper
         check = bool((w < 0).any())
+        gap, errors = 0.0, np.zeros(self.m)
         for (kind, states), block in zip(self.plan.steps, self.blocks):
             if kind == "pass":
                 at = nk.bellman_pass(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, rho, p.rewards, V, X, choice)
@@ -176,16 +234,43 @@ class Engine:
                     raise InfiniteValueError(
                         "the weighted optimum is infinite: this direction rewards staying forever in an end component"
                     )
+            elif isinstance(block, IterativeBlock):
+                chosen, g, e = block.solve(rho, p.rewards, V, X, start[states], check, tau)
+                choice[states] = chosen
+                gap, errors = gap + g, errors + e
             else:
                 chosen, _ = block.solve(rho, p.rewards, V, X, start[states], check)
                 choice[states] = chosen
-        return self._result(w, X[p.initial], choice, t0)
+        bound = 0.0
+        if self.n_iterative:
+            # V and w . X are two estimates of the same weighted value: charge their difference
+            slack = gap + max(float(V[p.initial] - w @ X[p.initial]), 0.0)
+            norm = float(np.abs(w).sum())
+            bound = max(float(errors.max(initial=0.0)), slack / norm if norm > 0 else 0.0)
+        return X, choice, bound
 
-    def _result(self, w, u, policy, t0) -> KernelResult:
+    def _result(self, w, u, policy, t0, bound: float = 0.0) -> KernelResult:
         ori = self.orientation
         values = ori.offset + ori.direction * u
         point = ori.direction * values
-        return KernelResult(w, values, point, float(w @ point), 0.0, policy, time.perf_counter() - t0, self)
+        return KernelResult(w, values, point, float(w @ point), bound, policy, time.perf_counter() - t0, self)
+
+    def _state_values(self, X: np.ndarray | None) -> np.ndarray:
+        """Internal per-state values ``X`` (None: all zero) on the model's states; see :meth:`optimise`."""
+        p0, pmap, ori = self.product, self.pmap, self.orientation
+        u0 = np.zeros((p0.n_states, self.m))
+        if X is not None:
+            r1 = self.worthless
+            u1 = np.full((r1.problem.n_states, self.m), np.nan)
+            gs = self.good.state_map[self.quotient.node]
+            ok = gs >= 0
+            u1[ok] = X[self.perm.state_map[gs[ok]]]
+            kept = r1.state_map >= 0
+            u0[kept] = u1[r1.state_map[kept]]
+        out = np.full((self.model.n_states, self.m), np.nan)
+        fresh = pmap.memory == 0
+        out[pmap.state[fresh]] = ori.offset + ori.direction * u0[fresh]
+        return out
 
     # ------------------------------------------------------------------ back to the model
     def scheduler(self, policy: np.ndarray) -> Scheduler:

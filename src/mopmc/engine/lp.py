@@ -85,10 +85,10 @@ class _Status:
     OPTIMAL, UNBOUNDED, INFEASIBLE = "optimal", "unbounded", "infeasible"
 
 
-def _linprog(c_max, a_eq, b_eq, a_ub=None, b_ub=None, bounds=(0, None)):
+def _linprog(c_max, a_eq, b_eq, a_ub=None, b_ub=None, bounds=(0, None), presolve: bool = True):
     """Maximise ``c . z``; returns (status, z)."""
     res = linprog(-np.asarray(c_max, dtype=float), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq,
-                  bounds=bounds, method="highs", options=_HIGHS)
+                  bounds=bounds, method="highs", options={**_HIGHS, "presolve": presolve})
     if res.status == 4:
         # tight tolerances can stall HiGHS on badly scaled models; polish() restores precision
         res = linprog(-np.asarray(c_max, dtype=float), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq,
@@ -116,7 +116,32 @@ def _maximise(lp: OccupationLP, weights: Sequence[float]):
     c = _direction(lp, weights)
     if _gains_forever(lp, c[: lp.n_choices]):
         return _Status.UNBOUNDED, None
-    return _linprog(c, lp.flow, lp.rhs())
+    status, x = _linprog(c, lp.flow, lp.rhs(), bounds=lp.bounds())
+    if status == _Status.UNBOUNDED and not _gaining_circulation(lp, c[: lp.n_choices]):
+        # HiGHS' presolve with tight dual tolerances misreads badly scaled but bounded LPs as
+        # unbounded (occupation measures ~1e6 on nearly closed cycles): solve again without presolve.
+        status, x = _linprog(c, lp.flow, lp.rhs(), bounds=lp.bounds(), presolve=False)
+    return status, x
+
+
+def _gaining_circulation(lp: OccupationLP, c: np.ndarray, tolerance: float = 1e-9) -> bool:
+    """True when some end-component circulation gains ``c``: the LP is then really unbounded.
+
+    A ray of the occupation polytope is an ``r >= 0`` with ``flow @ r = 0``; every row of the model
+    is stochastic, so its stop part is 0 and its choices form end components. The normalised LP
+    ``max c.r, flow r = 0, sum r = 1`` over the (usable) end-component choices only is small and well scaled.
+    """
+    inside = np.flatnonzero(lp.end_components.choices)
+    if len(inside) == 0:
+        return False
+    cols = lp.flow[:, inside]
+    rows = np.flatnonzero(np.asarray(abs(cols).sum(axis=1)).ravel() > 0)
+    a_eq = vstack([cols[rows], csr_matrix(np.ones((1, len(inside))))], format="csr")
+    b_eq = np.zeros(len(rows) + 1)
+    b_eq[-1] = 1.0
+    status, r = _linprog(c[inside], a_eq, b_eq)
+    scale = float(np.abs(c[inside]).max()) if len(inside) else 0.0
+    return status == _Status.OPTIMAL and float(c[inside] @ r) > tolerance * max(scale, 1e-300)
 
 
 def _gains_forever(lp: OccupationLP, c: np.ndarray) -> bool:
@@ -254,7 +279,7 @@ def lp_achievable(
     c[-1] = 1.0
     a_eq = hstack([lp.flow, csr_matrix((lp.n_states, 1))], format="csr")
     a_ub = vstack(rows, format="csr") if rows else None
-    bounds = [(0, None)] * n + [(None, 1.0)]
+    bounds = np.vstack((lp.bounds(), [[-np.inf, 1.0]]))
     status, z = _linprog(c, a_eq, lp.rhs(), a_ub, np.array(rhs) if rows else None, bounds)
     if status != _Status.OPTIMAL:
         raise InfiniteValueError(f"{model.source}: no scheduler has finite objective values (LP {status})")
@@ -289,6 +314,8 @@ def lp_convex(
     x = cp.Variable(lp.n_vars, nonneg=True)
     v = lp.offset + cp.multiply(lp.scale, lp.gain @ x)
     cons = [lp.flow @ x == lp.rhs()]
+    if not lp.usable.all():
+        cons.append(x[np.flatnonzero(~lp.usable)] == 0)
     lower, upper = box if box is not None else (None, None)
     for bound, side in ((lower, 1.0), (upper, -1.0)):
         if bound is None:

@@ -76,8 +76,55 @@ class OccupationLP:
 
     @cached_property
     def end_components(self):
-        """The maximal end components of the product (all choices), computed once."""
-        return maximal_end_components(self.product)
+        """The maximal end components of the product over the :attr:`usable` choices, computed once."""
+        return maximal_end_components(self.product, self.usable[: self.n_choices])
+
+    @cached_property
+    def usable(self) -> np.ndarray:
+        """Per variable: whether it can be positive in the occupation measure of a scheduler.
+
+        Without this, ``flow @ x = e_initial`` also admits circulations on end components that no
+        finite-valued scheduler can run: unreachable ones, and ones from which the stop variables
+        (the only way out of a stochastic model) cannot be reached almost surely. A circulation
+        gaining in the direction makes the LP unbounded although every real scheduler is finite.
+        Usable choices belong to states reachable from the initial state, from which some scheduler
+        stops almost surely, and keep every successor among those states.
+        """
+        prod = self.product
+        n, n_c = prod.n_states, prod.n_choices
+        owner = prod.state_of_choice()
+        t_choice = prod.choice_of_transition()
+        live_t = prod.probs > 0
+        stop = np.zeros(n, dtype=bool)
+        stop[self.stop_states] = True
+        inside = np.ones(n, dtype=bool)
+        while True:
+            valid = inside[owner].copy()
+            valid[t_choice[live_t & ~inside[prod.targets]]] = False
+            e = live_t & valid[t_choice]
+            seeds = np.flatnonzero(stop & inside)
+            rows = np.concatenate((prod.targets[e], np.full(len(seeds), n)))
+            cols = np.concatenate((owner[t_choice[e]], seeds))
+            graph = csr_matrix((np.ones(len(rows), dtype=np.int8), (rows, cols)), shape=(n + 1, n + 1))
+            order = breadth_first_order(graph, n, directed=True, return_predecessors=False)
+            new = np.zeros(n, dtype=bool)
+            new[order[order != n]] = True
+            if np.array_equal(new, inside):
+                break
+            inside = new
+        live = np.zeros(n, dtype=bool)
+        if inside[prod.initial]:
+            e = live_t & valid[t_choice]
+            fwd = csr_matrix((np.ones(int(e.sum()), dtype=np.int8), (owner[t_choice[e]], prod.targets[e])), shape=(n, n))
+            live[breadth_first_order(fwd, prod.initial, directed=True, return_predecessors=False)] = True
+        out = np.zeros(self.n_vars, dtype=bool)
+        out[:n_c] = valid & live[owner]
+        out[n_c:] = live[self.stop_states]
+        return out
+
+    def bounds(self) -> np.ndarray:
+        """``(lower, upper)`` per variable for ``scipy.optimize.linprog``: 0 on unusable variables."""
+        return np.column_stack((np.zeros(self.n_vars), np.where(self.usable, np.inf, 0.0)))
 
     def rhs(self) -> np.ndarray:
         """The right-hand side of the flow constraints: 1 at the initial product state."""

@@ -67,8 +67,19 @@ class SingleResult:
         return out
 
 
-def check(model: SparseMDP, prop: Property, *, precision: float = DEFAULT_PRECISION, engine: str = "kernel") -> SingleResult:
-    """Optimise one objective (``min``/``max``) on ``model``; see the module docstring."""
+def check(
+    model: SparseMDP,
+    prop: Property,
+    *,
+    precision: float = DEFAULT_PRECISION,
+    engine: str = "kernel",
+    method: str = "auto",
+) -> SingleResult:
+    """Optimise one objective (``min``/``max``) on ``model``; see the module docstring.
+
+    ``precision`` is the kernel's relative precision for large cyclic parts (``error_bound`` is the
+    certified bound achieved, 0.0 when exact); ``method`` is :class:`~mopmc.engine.kernel.Engine`'s.
+    """
     if prop.multi:
         raise PropertyError(f"{prop.text}: a multi-objective property; use the multi-objective queries")
     o = prop.objectives[0]
@@ -81,7 +92,7 @@ def check(model: SparseMDP, prop: Property, *, precision: float = DEFAULT_PRECIS
             if math.isinf(value):
                 raise InfiniteValueError(f"{model.source}: {o.text} is infinite")
         elif engine == "kernel":
-            value, sched, bound = _kernel_value(model, o)
+            value, sched, bound = _kernel_value(model, o, {"precision": precision, "method": method})
         else:
             raise PropertyError(f"unknown engine {engine!r}; use kernel or lp")
     except InfiniteValueError as exc:
@@ -101,12 +112,12 @@ def check_value(model: SparseMDP, prop: Property, **kw) -> SingleResult:
     return res
 
 
-def _kernel_value(model: SparseMDP, o: Objective):
+def _kernel_value(model: SparseMDP, o: Objective, options: dict):
     from mopmc.engine.kernel import Engine
     from mopmc.engine.reductions import graph
 
     if o.kind != "reach_reward":
-        res = Engine(model, [o]).optimise([1.0])
+        res = Engine(model, [o], **options).optimise([1.0])
         return float(res.values[0]), res.scheduler, res.error_bound
     target = o.target_mask(model)
     g = graph.Csr(model.row_groups, model.indptr, model.targets)
@@ -117,7 +128,7 @@ def _kernel_value(model: SparseMDP, o: Objective):
             raise InfiniteValueError(
                 f"{model.source}: {o.text} is infinite: some scheduler avoids the target with positive probability"
             )
-        res = Engine(model, [o]).optimise([1.0])
+        res = Engine(model, [o], **options).optimise([1.0])
     else:
         sure, _ = graph.almost_sure_max(g, target, None, rev)
         if not sure[model.initial]:
@@ -127,5 +138,5 @@ def _kernel_value(model: SparseMDP, o: Objective):
         from mopmc.engine import numba_kernels as nk
 
         mask = sure[rev.state_of_choice] & nk.all_successors_in(model.indptr, model.targets, sure, model.n_choices)
-        res = Engine(model, [o], allow_stay=False, choice_mask=mask).optimise([1.0])
+        res = Engine(model, [o], allow_stay=False, choice_mask=mask, **options).optimise([1.0])
     return float(res.values[0]), res.scheduler, res.error_bound

@@ -1,0 +1,182 @@
+"""The sound iterative method for a block of cyclic SCCs too large to factor.
+
+The block's successors outside it are solved already; ``b[c] = rho[c] + sum_{t outside} P(c, t) V(t)``
+is what choice ``c`` collects on its step. Three phases, all compiled
+(:mod:`mopmc.engine.iterative_kernels`):
+
+1. **Optimistic value iteration** (Hartmanns & Kaminski 2020) on the weighted values: a lower bound
+   ``L`` by Gauss-Seidel ``L <- max(L, T L)`` from the sound lower bound of the start policy; a guess
+   ``U = L + delta``, iterated with ``T`` until ``T U <= U``. Any such ``U`` bounds the value of
+   every proper policy from above (``V_sigma = lim T_sigma^k U <= U``), so it certifies the optimum
+   without any assumption on end components. End components of the block whose choices have weighted
+   reward exactly 0 (direction-dependent; all-zero ones were collapsed before) would stall the upper
+   iterates: ``U`` is *deflated* there to its maximum over the component (Kelmendi et al. 2018).
+2. **The scheduler**: greedy in ``L``; states left without a path out of the block under it get a
+   near-optimal choice towards the states that have one (an attractor), so the policy is proper.
+3. **Its m + 1 values** (weighted, then each objective) by sound value iteration on the induced chain
+   (Quatmann & Katoen 2018), m + 1 right-hand sides at once, with certified lower and upper bounds.
+
+What is bounded (returned by :meth:`IterativeBlock.solve`): ``errors[i]`` bounds
+``|X[s, i] - x_sigma(s, i)|`` for every block state ``s``, where ``x_sigma`` is the exact value of
+the returned policy *given the successors' values as passed in*; ``gap`` bounds
+``V*(s) - V[s]`` where ``V*`` is the weighted optimum over all proper policies, again given the
+successors' values. The kernel adds these bounds along the processing order (values depend on
+successors through expectations with total mass <= 1, so errors add up, never multiply). All bounds
+hold up to floating-point rounding.
+
+A weighted reward ``> 0`` on a choice of an end component of the block (only possible with weights
+that reward what an objective penalises) could close a cycle of positive mean reward: such blocks, and
+blocks on which the iterations exhaust their budget, are solved by exact policy iteration instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from mopmc.engine.policy_iteration import CyclicBlock
+from mopmc.engine.problem import Problem
+from mopmc.engine.reductions.end_components import maximal_end_components
+
+_MAX_SWEEPS = 200_000
+_MAX_CHAIN = 1_000_000
+_VERIFY = 20_000
+_RETRIES = 8
+
+
+class IterativeBlock:
+    """A block of cyclic SCCs solved by the sound iterative method (see the module docstring)."""
+
+    def __init__(self, p: Problem, states: np.ndarray, matrix):
+        from mopmc.engine import numba_kernels as nk
+
+        self.exact = e = CyclicBlock(p, states, matrix)
+        self.states = states
+        A = e.A_in
+        A.sort_indices()
+        self.rg = e.local_rg
+        self.ip = A.indptr.astype(np.int64)
+        self.tg = A.indices.astype(np.int64)
+        self.pr = A.data
+        self.internal = ~e.leaves
+        n_b, n_c = len(states), len(e.choices)
+        self.local = Problem(self.rg, self.ip, self.tg, self.pr, np.zeros((n_c, 0)), e.leaves, -1)
+        cot = np.repeat(np.arange(n_c, dtype=np.int64), np.diff(self.ip))
+        self.rev_ptr, self.rev_choice = nk.reverse_index(n_b, self.tg, cot)
+        # choices of the block's end components: the only ones that can be taken forever
+        self.in_ec = maximal_end_components(self.local, self.internal).inside
+        self.fallbacks = 0
+
+    def solve(self, rho, rewards, V, X, start_policy, check_proper: bool, precision: float):
+        """Optimise the block in place (``V``, ``X``); return ``(choices, gap, errors)``."""
+        e = self.exact
+        rho_b = rho[e.choices]
+        if (self.in_ec & (rho_b > 0)).any():
+            return self._exact(rho, rewards, V, X, start_policy, check_proper)
+        b = rho_b + e.A_out @ V
+        B = np.column_stack((b, rewards[e.choices] + e.A_out @ X)) if X.shape[1] else b[:, None]
+        pol = e._to_local(start_policy)
+        tau = max(float(precision), 1e-15)
+        got = self._optimise(b, pol, tau)
+        if got is None:
+            return self._exact(rho, rewards, V, X, start_policy, check_proper)
+        U, pol = got
+        lo, hi, _, ok = self._chain(pol, B, tau)
+        if not np.isfinite(lo).all():
+            return self._exact(rho, rewards, V, X, start_policy, check_proper)
+        mid = 0.5 * (lo + hi)
+        V[self.states] = mid[:, 0]
+        X[self.states] = mid[:, 1:]
+        errors = 0.5 * (hi - lo).max(axis=0)[1:]
+        gap = max(float((U - mid[:, 0]).max()), 0.0)
+        return e.choices[pol], gap, errors
+
+    # ------------------------------------------------------------------ phases
+    def _chain(self, pol, B, tau):
+        from mopmc.engine import iterative_kernels as ik
+
+        rel = np.full(B.shape[1], tau)
+        return ik.chain_bounds(pol, self.ip, self.tg, self.pr, np.ascontiguousarray(B), rel, _MAX_CHAIN, 16)
+
+    def _optimise(self, b, pol, tau):
+        """Phases 1 and 2: the certified upper bound ``U`` and a proper near-optimal policy, or None."""
+        from mopmc.engine import iterative_kernels as ik
+
+        lo0, hi0, _, _ = self._chain(pol, b[:, None], tau)
+        if not np.isfinite(lo0).all():
+            return None
+        L = lo0[:, 0].copy()
+        scale = max(float(np.abs(lo0).max()), float(np.abs(hi0).max()), 1e-300)
+        deflate = self._deflation(b)
+        delta = 0.5 * tau * scale
+        tol = 0.1 * delta
+        n_b = len(self.states)
+        TU = np.empty(n_b)
+        arg = np.empty(n_b, np.int64)
+        for _ in range(_RETRIES):
+            ik.lower_sweeps(self.rg, self.ip, self.tg, self.pr, b, L, _MAX_SWEEPS, tol)
+            U = deflate(L + delta)
+            for _ in range(_VERIFY):
+                if ik.bellman(self.rg, self.ip, self.tg, self.pr, b, U, TU, arg):
+                    ik.bellman(self.rg, self.ip, self.tg, self.pr, b, L, TU, arg)
+                    return U, self._proper(b, L, arg, delta)
+                U = deflate(TU.copy())
+                if (U < L).any():
+                    break
+            tol *= 0.1
+        return None
+
+    def _deflation(self, b):
+        """``U -> U`` raised to its maximum over each end component of weighted-zero choices."""
+        zero = self.in_ec & (b == 0.0)
+        if not zero.any():
+            return lambda U: U
+        ecs = maximal_end_components(self.local, zero)
+        if ecs.count == 0:
+            return lambda U: U
+        members = np.flatnonzero(ecs.component >= 0)
+        members = members[np.argsort(ecs.component[members], kind="stable")]
+        comp = ecs.component[members]
+        starts = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
+
+        def deflate(U):
+            U[members] = np.repeat(np.maximum.reduceat(U[members], starts), np.diff(np.r_[starts, len(members)]))
+            return U
+
+        return deflate
+
+    def _proper(self, b, L, greedy, delta):
+        """The greedy policy, with states that cannot leave the block under it redirected."""
+        from mopmc.engine import numba_kernels as nk
+
+        e = self.exact
+        pol = greedy.copy()
+        n_b = len(self.states)
+        owner = e.owner
+        taken = np.zeros(len(e.choices), bool)
+        taken[pol] = True
+        every = np.ones(n_b, bool)
+        ok, _ = nk.backward_reach(e.leaves[pol], self.rev_ptr, self.rev_choice, owner, taken, every)
+        if ok.all():
+            return pol
+        q = b + e.A_in @ L
+        near = q >= L[owner] - delta
+        for allowed in (near, np.ones(len(e.choices), bool)):
+            seeds = ok | (np.bincount(owner[e.leaves & allowed], minlength=n_b) > 0) & ~ok
+            mark, via = nk.backward_reach(seeds, self.rev_ptr, self.rev_choice, owner, allowed, every)
+            fresh_exit = seeds & ~ok
+            if fresh_exit.any():
+                firsts = np.full(n_b, -1, np.int64)
+                cs = np.flatnonzero(e.leaves & allowed)[::-1]
+                firsts[owner[cs]] = cs
+                pol[fresh_exit] = firsts[fresh_exit]
+            fresh = mark & ~seeds
+            pol[fresh] = via[fresh]
+            ok = mark
+            if ok.all():
+                return pol
+        raise AssertionError("a state of a good block cannot leave it")  # excluded by preprocessing
+
+    def _exact(self, rho, rewards, V, X, start_policy, check_proper):
+        self.fallbacks += 1
+        chosen, _ = self.exact.solve(rho, rewards, V, X, start_policy, check_proper)
+        return chosen, 0.0, np.zeros(X.shape[1])
