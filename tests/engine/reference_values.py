@@ -82,3 +82,10 @@ def reference_case(ref: Reference):
         pytest.skip(f"reference models not found under {SHARED}")
     model, props = _loaded(ref.model, ref.constants)
     return model, props[ref.prop].objectives[0]
+
+
+def reference_property(ref: Reference):
+    """The loaded model and the row's whole :class:`~mopmc.properties.objectives.Property`."""
+    reference_case(ref)  # skips visibly without the shared models
+    model, props = _loaded(ref.model, ref.constants)
+    return model, props[ref.prop]

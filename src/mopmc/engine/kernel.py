@@ -303,7 +303,11 @@ class Engine:
             s0 = np.flatnonzero(keep)
             c0 = mapped[r1.state_map[s0]]
             choice0[s0[c0 >= 0]] = c0[c0 >= 0]
-        return Scheduler(pmap.state, pmap.memory, pmap.choice[choice0], pmap.decided, self.model.n_states)
+        # product states without an allowed choice (``choice_mask``) are never entered: any model choice
+        model_choice = self.model.row_groups[pmap.state].copy()
+        has = np.diff(p0.row_groups) > 0
+        model_choice[has] = pmap.choice[choice0[has]]
+        return Scheduler(pmap.state, pmap.memory, model_choice, pmap.decided, self.model.n_states)
 
     def _navigate(self, p1: Problem, quo, qchoice, c1, choice1) -> np.ndarray:
         """Members of collapsed components: move inside towards the chosen exit, or stay inside."""
