@@ -76,7 +76,8 @@ def info(
 
 def _register_optional() -> None:
     """Attach the command groups that live in their own modules (when present)."""
-    for module, name in (("mopmc.cli.check", None), ("mopmc.cli.design", "design"), ("mopmc.cli.rt", "rt")):
+    for module, name in (("mopmc.cli.check", None), ("mopmc.cli.design", "design"), ("mopmc.cli.rt", "rt"), ("mopmc.cli.bench", None),
+                         ("mopmc.cli.convex", None), ("mopmc.cli.evaluate", None), ("mopmc.cli.table3", None)):
         try:
             mod = import_module(module)
         except ModuleNotFoundError as exc:

@@ -1,0 +1,116 @@
+"""Table 5: every selected cell measured with Storm and mopmc side by side, resumably.
+
+Each (cell, query) record is one JSON file under ``<out>/cells/``, written atomically; a rerun skips
+the records already there unless ``force``. After a timeout in Model A or B (where the cells grow
+monotonically), the larger cells of that family and query are recorded as ``t.o.`` without a run
+(``"skipped": true``) unless ``skip_after_timeout`` is off.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Callable, NamedTuple
+
+from mopmc.bench import report
+from mopmc.bench.cells import Cell
+from mopmc.bench.runs import QUERIES, measure
+
+MONOTONE = ("A", "B")
+
+
+class Table5(NamedTuple):
+    """What a run produced: the merged rows and the files written."""
+
+    rows: list[dict]
+    csv: Path
+    markdown: Path
+    plots: list[Path]
+
+
+def record_path(out: Path, cell: Cell, query: str) -> Path:
+    return out / "cells" / f"{cell.key}.{query}.json"
+
+
+def _progress(msg: str) -> None:
+    sys.stderr.write(msg + "\n")
+    sys.stderr.flush()
+
+
+def _summary(rec: dict) -> str:
+    if rec["status"] != "ok":
+        return rec["status"] + (f": {rec['message']}" if rec.get("message") else "")
+    parts = [f"{rec['e2e']:.2f} s"]
+    if rec.get("check") is not None:
+        parts.append(f"check {rec['check']:.2f} s")
+    if rec.get("peak_mib") is not None:
+        parts.append(f"{rec['peak_mib']:.0f} MiB")
+    parts.append(f"result {rec.get('result')}")
+    return ", ".join(parts)
+
+
+def run_table5(
+    cells: list[Cell],
+    out: Path,
+    *,
+    queries: tuple[str, ...] = QUERIES,
+    repeat: int = 2,
+    timeout: float = 300.0,
+    force: bool = False,
+    skip_after_timeout: bool = True,
+    nice: int = 0,
+    progress: Callable[[str], None] = _progress,
+) -> Table5:
+    """Measure every (cell, query) not yet recorded, then write CSV, markdown and plots under ``out``."""
+    timed_out: dict[tuple[str, str], str] = {}
+    total, done = len(cells) * len(queries), 0
+    for cell in cells:
+        for query in queries:
+            done += 1
+            path = record_path(out, cell, query)
+            tag = f"[{done}/{total}] {cell.key} {query}"
+            if path.exists() and not force:
+                rec = json.loads(path.read_text())
+                progress(f"{tag}: recorded earlier ({_summary(rec)})")
+            elif skip_after_timeout and (cell.family, query) in timed_out:
+                rec = {"cell": cell.key, "family": cell.family, "param": cell.param, "objectives": cell.objectives,
+                       "query": query, "status": "t.o.", "skipped": True,
+                       "message": f"not run: timed out at {timed_out[(cell.family, query)]}"}
+                report.atomic_write(path, json.dumps(rec, indent=1) + "\n")
+                progress(f"{tag}: t.o. (not run, timed out at {timed_out[(cell.family, query)]})")
+            else:
+                progress(f"{tag}: running (best of {repeat}, timeout {timeout:g} s)")
+                rec = measure(cell, query, repeat=repeat, timeout=timeout, nice=nice)
+                rec["model"], rec["props"] = str(cell.model), str(cell.props)
+                report.atomic_write(path, json.dumps(rec, indent=1) + "\n")
+                progress(f"{tag}: {_summary(rec)}")
+            if rec["status"] == "t.o." and cell.family in MONOTONE:
+                timed_out.setdefault((cell.family, query), cell.param)
+    return write_outputs(out)
+
+
+def load_records(out: Path) -> list[dict]:
+    folder = out / "cells"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+
+
+def _order(records: list[dict]) -> list[str]:
+    fam = {"A": 0, "B": 1, "C": 2}
+
+    def key(cell: str):
+        f, p = cell.split("-", 1)
+        return (fam.get(f, 9), int(p) if p.isdigit() else 0, p)
+
+    return sorted({r["cell"] for r in records}, key=key)
+
+
+def write_outputs(out: Path) -> Table5:
+    """(Re)build ``table5.csv``, ``table5.md`` and the plots from every record under ``out``."""
+    records = load_records(out)
+    table = report.rows(records, _order(records))
+    csv_path, md_path = out / "table5.csv", out / "table5.md"
+    report.write_csv(table, csv_path)
+    report.write_markdown(table, md_path)
+    plots = report.write_plots(table, out)
+    return Table5(table, csv_path, md_path, plots)
