@@ -462,3 +462,18 @@ def _empty_box(lo, up) -> dict:
     w = np.zeros(len(lo))
     w[i] = 1.0
     return {"direction": w.tolist(), "bound": float(up[i]), "required": float(lo[i])}
+
+
+def mixture_of(result: ConvexResult):
+    """The mixture of deterministic schedulers behind ``result.point`` (kernel oracle vertices)."""
+    from mopmc.engine.evaluate import Mixture, Policy
+    from mopmc.errors import SchedulerError
+
+    idx = result.support()
+    try:
+        pols = tuple(Policy.of(result.schedulers[i]) for i in idx)
+    except SchedulerError:
+        raise SchedulerError("this oracle's vertices carry no deterministic schedulers (the lp engine returns "
+                             "occupation vectors); use the kernel engine to export schedulers") from None
+    w = np.array([result.weights[i] for i in idx])
+    return Mixture(w / w.sum(), pols)

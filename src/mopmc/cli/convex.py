@@ -1,0 +1,176 @@
+"""``mopmc convex MODEL --prop 'multi(...)'``: the convex query with certified bounds.
+
+Without ``--soft`` the thresholds of ``multi(...)`` are hard bounds and the target is ``--target``
+(default: the origin); with ``--soft`` the thresholds are the target and there is no box. Results
+on stdout (a table, or ``--json``), the progress bar and diagnostics on stderr.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from mopmc.cli.common import parse_consts, print_json, run_cli
+from mopmc.errors import PropertyError
+
+app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
+
+
+def parse_vector(text: str | None, option: str, m: int) -> list[float] | None:
+    """``"1.9,0.22"`` -> floats; the count must match the objectives."""
+    if text is None:
+        return None
+    try:
+        out = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise PropertyError(f"{option} {text!r}: expected comma-separated numbers, e.g. {option} 1.9,0.22") from None
+    if len(out) != m or not all(math.isfinite(x) for x in out):
+        raise PropertyError(f"{option} {text!r}: expected {m} finite numbers (one per objective), got {len(out)}")
+    return out
+
+
+def load_multi(model: str, prop: str, const: list[str] | None):
+    """Load ``model`` with valuations and parse exactly one ``multi(...)`` property."""
+    from mopmc.io.load import load
+
+    loaded = load(model, parse_consts(const), properties=prop, valuations=True)
+    props = loaded.properties()
+    if len(props) != 1 or not props[0].multi:
+        raise PropertyError(f"--prop {prop!r}: give exactly one multi(...) property")
+    return loaded, props[0]
+
+
+def progress_reporter():
+    """A rich progress bar on stderr: ``(callback, stop)``."""
+    from rich.console import Console
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+    bar = Progress(SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+                   console=Console(stderr=True), transient=True)
+    bar.start()
+    task = bar.add_task("convex query", total=None)
+
+    def callback(it: int, lower: float, upper: float) -> None:
+        bar.update(task, description=f"convex query: iteration {it}, lower {lower:.10g}, upper {upper:.10g}")
+
+    return callback, bar.stop
+
+
+def export(path: str, model, result, *, binding=None, kind: str = "randomised") -> dict:
+    """Write the scheduler behind ``result.point``; returns what was written (kind, note)."""
+    from mopmc.engine.mixing import randomise
+    from mopmc.io.scheduler_file import write_scheduler
+    from mopmc.queries.convex import mixture_of
+
+    if result.point is None:
+        raise PropertyError(f"--export-scheduler {path}: the query found no point ({result.status})")
+    mix = mixture_of(result)
+    sched, note = mix, None
+    if kind == "randomised":
+        rnd = randomise(model, mix)
+        if rnd.policy is not None:
+            sched = rnd.policy
+        else:
+            note = f"exported the mixture: {rnd.reason}"
+    write_scheduler(path, model, result.objectives, result.point, sched, binding=binding, runtime=binding is not None)
+    return {"path": path, "kind": "mixture" if sched is mix else "randomised", "note": note}
+
+
+def load_binding(spec: str | None):
+    """``paper-switch`` (the built-in design's binding) or a JSON file holding a runtime binding."""
+    if spec is None:
+        return None
+    import json
+
+    from mopmc.io.scheduler_file import runtime_binding
+
+    if spec == "paper-switch":
+        from mopmc.design.spec import load_design
+
+        return runtime_binding(load_design("paper-switch"))
+    try:
+        return json.loads(Path(spec).read_text())
+    except (OSError, ValueError) as exc:
+        raise PropertyError(f"--binding {spec}: cannot read a JSON binding ({exc})") from None
+
+
+def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter, engine,
+                   json_out, export_path, binding, kind) -> None:
+    from mopmc.queries.convex import convex_query
+
+    if soft and target is not None:
+        raise PropertyError("--soft uses the thresholds as the target; do not also give --target")
+    if engine not in ("kernel", "lp"):
+        raise PropertyError(f"--engine {engine!r}: use kernel or lp")
+    if kind not in ("randomised", "mixture"):
+        raise PropertyError(f"--scheduler-kind {kind!r}: use randomised or mixture")
+    if loss not in ("mse", "wmse", "var"):
+        raise PropertyError(f"--loss {loss!r}: use mse, wmse or var")
+    loaded, p = load_multi(model, prop, const)
+    m = len(p.objectives)
+    t = parse_vector(target, "--target", m)
+    w = parse_vector(weights, "--weights", m)
+    bind = load_binding(binding)
+    callback, stop = progress_reporter() if not json_out else (None, lambda: None)
+    try:
+        res = convex_query(loaded.model, p.objectives, loss, target=t, weights=w, soft=soft, eps_rel=eps_rel,
+                           eps_abs=eps_abs, max_iter=max_iter, engine=engine, progress=callback)
+    finally:
+        stop()
+    out = res.to_json()
+    out["property"] = p.text
+    out["timings"] = {"load": loaded.seconds, **out["timings"]}
+    if export_path:
+        out["scheduler"] = export(export_path, loaded.model, res, binding=bind, kind=kind)
+    if json_out:
+        print_json(out)
+    else:
+        show(model, out)
+
+
+def show(title: str, out: dict) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{title}: convex query ({out['loss_name']})")
+    table.add_column("objective")
+    table.add_column("value", justify="right")
+    for o, v in zip(out["objectives"], out["point"] or [None] * len(out["objectives"])):
+        table.add_row(o["formula"], "-" if v is None else f"{v:.9g}")
+    console = Console()
+    console.print(table)
+    console.print(f"status {out['status']}: loss {out['loss']:.10g}, lower bound {out['lower_bound']:.10g}, "
+                  f"gap {out['gap']:.3g}, {out['iterations']} iterations, {out['timings']['total']:.2f} s")
+    if "separating_direction" in out:
+        sd = out["separating_direction"]
+        console.print(f"no achievable point in the box: direction {sd['direction']} reaches at most {sd['bound']:.9g}, "
+                      f"the box needs {sd['required']:.9g}")
+    if "scheduler" in out:
+        sc = out["scheduler"]
+        console.print(f"scheduler ({sc['kind']}) -> {sc['path']}" + (f" ({sc['note']})" if sc["note"] else ""))
+
+
+@app.command("convex")
+def convex(
+    model: str = typer.Argument(..., help="Model file (PRISM, JANI, UMB) or example:NAME."),
+    prop: str = typer.Option(..., "--prop", help="One multi(...) property; its thresholds give the box (or the target with --soft)."),
+    const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,...]; may be repeated."),
+    loss: str = typer.Option("mse", "--loss", help="mse, wmse or var (original units)."),
+    target: Optional[str] = typer.Option(None, "--target", help="Target t1,t2,... of mse/wmse (default: the origin)."),
+    weights: Optional[str] = typer.Option(None, "--weights", help="Weights w1,w2,... of wmse."),
+    soft: bool = typer.Option(False, "--soft", help="Thresholds are the target; no box."),
+    eps_rel: float = typer.Option(1e-4, "--eps-rel", help="Stop when upper - lower <= max(eps_abs, eps_rel*|upper|)."),
+    eps_abs: float = typer.Option(1e-10, "--eps-abs", help="Absolute gap tolerance."),
+    max_iter: int = typer.Option(100, "--max-iter", help="Oracle calls after the 2m initial ones."),
+    engine: str = typer.Option("kernel", "--engine", help="kernel (fast) or lp (exact occupation LP oracle)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
+    export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the scheduler (docs/formats.md)."),
+    binding: Optional[str] = typer.Option(None, "--binding", help="paper-switch or a runtime binding JSON: export a file the switch runtime executes."),
+    kind: str = typer.Option("randomised", "--scheduler-kind", help="randomised (one memoryless scheduler) or mixture."),
+) -> None:
+    """Minimise a convex loss over the achievable values within a box, with certified bounds."""
+    run_cli(lambda: convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter,
+                                   engine, json_out, export_scheduler, binding, kind))

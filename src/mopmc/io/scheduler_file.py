@@ -1,0 +1,280 @@
+"""Write and read scheduler files (format ``mopmc-scheduler`` version 1, see docs/formats.md).
+
+Entries are keyed by state valuation (``{"#": index}`` for models without valuations); choices are
+named by action label plus successor valuation (deterministic choices) or, where that does not
+tell a state's choices apart, by their ``support`` (successor valuations with probabilities).
+:func:`read_scheduler` maps a file back onto a model as a :class:`~mopmc.engine.evaluate.Policy`
+or :class:`~mopmc.engine.evaluate.Mixture`, for :func:`mopmc.engine.evaluate.evaluate`.
+
+>>> write_scheduler("s.json", model, objectives, point, policy)  # doctest: +SKIP
+>>> sched, meta = read_scheduler("s.json", model)               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from mopmc.engine.evaluate import Mixture, Policy, decision_set
+from mopmc.errors import SchedulerError
+from mopmc.model.sparse_mdp import SparseMDP
+
+FORMAT = "mopmc-scheduler"
+VERSION = 1
+
+
+def _valuation(model: SparseMDP, s: int) -> dict:
+    if model.valuations is None:
+        return {"#": int(s)}
+    return {k: int(v) for k, v in model.valuations.of(int(s)).items()}
+
+
+def _names(model: SparseMDP, s: int) -> list[dict]:
+    """A name per choice of ``s``: action, successor (deterministic) and, if needed, support."""
+    out = []
+    for c in range(int(model.row_groups[s]), int(model.row_groups[s + 1])):
+        lo, hi = int(model.indptr[c]), int(model.indptr[c + 1])
+        name: dict[str, Any] = {"action": model.action_of(c),
+                                "successor": _valuation(model, int(model.targets[lo])) if hi - lo == 1 else None}
+        out.append((name, c, lo, hi))
+    keys = [json.dumps(n, sort_keys=True) for n, *_ in out]
+    named = []
+    for (name, c, lo, hi), key in zip(out, keys):
+        if keys.count(key) > 1:
+            name = dict(name, support=[{"state": _valuation(model, int(t)), "probability": float(p)}
+                                       for t, p in zip(model.targets[lo:hi], model.probs[lo:hi])])
+        named.append(name)
+    return named
+
+
+def memory_formulas(model: SparseMDP, objectives: Sequence, decided: np.ndarray) -> list[str]:
+    """The state formula behind each goal-memory bit (matched against the objectives' decision sets)."""
+    out = []
+    for j, mask in enumerate(decided):
+        for o in objectives:
+            d = decision_set(model, o)
+            if d is not None and np.array_equal(d, mask):
+                text = o.right_text if o.kind != "probability" or o.left_text is None else f"({o.right_text}) | !({o.left_text})"
+                out.append(text)
+                break
+        else:
+            raise SchedulerError(f"memory bit {j} matches no objective's decision set; export with the objectives it was computed for")
+    return out
+
+
+def _entries(model: SparseMDP, policy: Policy, keep) -> list[dict]:
+    counts = np.diff(model.row_groups)
+    entries = []
+    for e in range(len(policy.state)):
+        s = int(policy.state[e])
+        if counts[s] < 2 or (keep is not None and not keep(s)):
+            continue
+        names = _names(model, s)
+        base = int(model.row_groups[s])
+        rows = range(int(policy.indptr[e]), int(policy.indptr[e + 1]))
+        choices = [dict(names[int(policy.choice[r]) - base], probability=float(policy.prob[r])) for r in rows
+                   if policy.prob[r] > 0]
+        entry: dict[str, Any] = {"state": _valuation(model, s), "choices": choices}
+        if policy.n_bits:
+            entry["memory"] = int(policy.memory[e])
+        entries.append(entry)
+    return entries
+
+
+def scheduler_document(model: SparseMDP, objectives: Sequence, point: Sequence[float], scheduler,
+                       *, binding: Mapping | None = None, runtime: bool = False) -> dict:
+    """The JSON document of a :class:`Policy` or :class:`Mixture`.
+
+    States with a single choice get no entry. ``runtime``: only the switch's decision points that
+    ``binding`` names (entries the runtime reads; other states are left out).
+    """
+    keep = _runtime_filter(model, binding) if runtime else None
+    first = scheduler.policies[0] if isinstance(scheduler, Mixture) else scheduler
+    doc: dict[str, Any] = {
+        "format": FORMAT, "version": VERSION,
+        "model": {"states": model.n_states, "choices": model.n_choices,
+                  "variables": list(model.valuations.names) if model.valuations is not None else []},
+    }
+    if isinstance(scheduler, Mixture):
+        doc["kind"] = "mixture"
+    else:
+        doc["kind"] = "deterministic" if scheduler.deterministic else "randomised"
+    doc["objectives"] = [o.text for o in objectives]
+    doc["point"] = [float(x) for x in point]
+    doc["binding"] = dict(binding) if binding is not None else None
+    if first.n_bits:
+        if runtime:
+            raise SchedulerError("the switch runtime cannot execute schedulers with goal memory")
+        doc["memory"] = memory_formulas(model, objectives, first.decided)
+    if isinstance(scheduler, Mixture):
+        doc["components"] = [{"weight": float(w), "entries": _entries(model, p, keep)}
+                             for w, p in zip(scheduler.weights, scheduler.policies) if w > 0]
+    else:
+        doc["entries"] = _entries(model, scheduler, keep)
+    if doc["binding"] is None:
+        del doc["binding"]
+    return doc
+
+
+def write_scheduler(path: str | Path, model: SparseMDP, objectives: Sequence, point: Sequence[float], scheduler,
+                    **kwargs) -> Path:
+    """Write :func:`scheduler_document` to ``path`` (atomically: a temporary file, then rename)."""
+    path = Path(path)
+    doc = scheduler_document(model, objectives, point, scheduler, **kwargs)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+    tmp.replace(path)
+    return path
+
+
+def _runtime_filter(model: SparseMDP, binding: Mapping | None):
+    """States at the binding's choose/exit_check locations whose choices are all switch choices."""
+    if binding is None:
+        raise SchedulerError("a runtime scheduler file needs a binding (the switch's variables and locations)")
+    if model.valuations is None:
+        raise SchedulerError("a runtime scheduler file needs state valuations; load the model with valuations")
+    names = list(model.valuations.names)
+    vals = model.valuations.values
+    loc_var = binding.get("location")
+    stay, leave = binding["actions"]["stay"], binding["actions"]["exit"]
+    conf_actions = {c.get("action") for c in binding["configurations"]} - {None}
+
+    def at(spec) -> np.ndarray:
+        spec = {loc_var: spec} if not isinstance(spec, Mapping) else spec
+        mask = np.ones(model.n_states, bool)
+        for var, v in spec.items():
+            mask &= vals[:, names.index(var)] == v
+        return mask
+
+    choose, exit_check = at(binding["locations"]["choose"]), at(binding["locations"]["exit_check"])
+    conf_col = names.index(binding["configuration"])
+
+    def keep(s: int) -> bool:
+        cs = range(int(model.row_groups[s]), int(model.row_groups[s + 1]))
+        if exit_check[s]:
+            return all(model.action_of(c) in (stay, leave) for c in cs)
+        if choose[s]:
+            return all(model.action_of(c) in conf_actions or (
+                model.indptr[c + 1] - model.indptr[c] == 1
+                and vals[model.targets[model.indptr[c]], conf_col] != vals[s, conf_col]) for c in cs)
+        return False
+
+    return keep
+
+
+def runtime_binding(design) -> dict:
+    """The runtime binding (docs/formats.md) of a switch :class:`~mopmc.design.spec.Design`."""
+    b, params = design.binding, design.parameters
+    if b is None or params is None:
+        raise SchedulerError("this design has no switch binding; the runtime executes switch designs only")
+    locs = list(b["locations"])
+    observations = {}
+    meaning = {"hw": "low_headway", "ttc": "low_ttc", "ld": "lane_departure"}
+    for m in params.metrics:
+        name = meaning.get(m.name)
+        if name is None:
+            continue
+        spec: dict[str, Any] = {"variable": b["recorders"][m.name], "true": 2, "false": 3}  # MR: idle, observed, bad, good
+        if name != "lane_departure":
+            spec["threshold"] = float(m.score) if m.score is not None else 0.0
+        observations[name] = spec
+    return {
+        "timestep": b["timestep"], "consecutive_calls": b["consecutive_calls"], "configuration": b["configuration"],
+        "location": b["location"], "locations": {"choose": locs.index("s0"), "exit_check": locs.index("ss_exit")},
+        "actions": {"stay": "re_s", "exit": "ex_s"},
+        "configurations": [{"name": c["name"], "t": c["t"], "controller": c["controller"], "value": c["index"]}
+                           for c in b["configurations"]],
+        "min_consecutive_calls": b["k"],
+        "observations": observations,
+    }
+
+
+# ---------------------------------------------------------------------------------------- reading
+def read_scheduler(path: str | Path, model: SparseMDP) -> tuple[Policy | Mixture, dict]:
+    """Map a scheduler file onto ``model``; returns the scheduler and the document's metadata."""
+    name = str(path)
+    try:
+        doc = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise SchedulerError(f"{name}: cannot read scheduler file ({exc.strerror})") from None
+    except json.JSONDecodeError as exc:
+        raise SchedulerError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+        raise SchedulerError(f"{name}: not a {FORMAT} version {VERSION} file")
+    fp = doc.get("model") or {}
+    if fp.get("states") != model.n_states or fp.get("choices") != model.n_choices:
+        raise SchedulerError(f"{name}: model: computed on a model with {fp.get('states')} states and {fp.get('choices')} "
+                             f"choices, this one has {model.n_states} and {model.n_choices}")
+    have = list(model.valuations.names) if model.valuations is not None else []
+    if fp.get("variables") and fp["variables"] != have:
+        raise SchedulerError(f"{name}: model.variables: {fp['variables']} differ from the model's {have}")
+    decided = np.zeros((0, model.n_states), bool)
+    if doc.get("memory"):
+        from mopmc.properties.states import state_mask
+
+        decided = np.array([state_mask(t, model.labels, model.n_states) for t in doc["memory"]], bool)
+    reader = _EntryReader(name, model, decided)
+    meta = {k: doc.get(k) for k in ("kind", "objectives", "point")}
+    if doc.get("kind") == "mixture":
+        comps = doc.get("components") or []
+        pols = tuple(reader.policy(c.get("entries", []), f"components[{i}].entries") for i, c in enumerate(comps))
+        weights = np.array([float(c.get("weight", math.nan)) for c in comps])
+        if not len(comps) or not np.all(weights >= 0) or abs(weights.sum() - 1.0) > 1e-6:
+            raise SchedulerError(f"{name}: components: weights must be >= 0 and sum to 1, got {weights.tolist()}")
+        return Mixture(weights, pols), meta
+    if doc.get("kind") not in ("deterministic", "randomised"):
+        raise SchedulerError(f"{name}: kind: expected deterministic, randomised or mixture, got {doc.get('kind')!r}")
+    return reader.policy(doc.get("entries", []), "entries"), meta
+
+
+class _EntryReader:
+    def __init__(self, name: str, model: SparseMDP, decided: np.ndarray):
+        self.name, self.model, self.decided = name, model, decided
+        self.index = model.valuations.index() if model.valuations is not None else None
+        self.vars = list(model.valuations.names) if model.valuations is not None else ["#"]
+
+    def state(self, valuation: Any, where: str) -> int:
+        if not isinstance(valuation, dict) or sorted(valuation) != sorted(self.vars):
+            raise SchedulerError(f"{self.name}: {where}: expected a valuation of {', '.join(self.vars)}, got {valuation!r}")
+        if self.index is None:
+            s = valuation["#"]
+            if not isinstance(s, int) or not 0 <= s < self.model.n_states:
+                raise SchedulerError(f"{self.name}: {where}: no state {s!r}")
+            return s
+        s = self.index.get(tuple(int(valuation[v]) for v in self.vars))
+        if s is None:
+            raise SchedulerError(f"{self.name}: {where}: the model has no state {valuation}")
+        return s
+
+    def policy(self, entries: list, where: str) -> Policy:
+        states, memory, indptr, choice, prob = [], [], [0], [], []
+        for i, e in enumerate(entries):
+            ew = f"{where}[{i}]"
+            s = self.state(e.get("state"), f"{ew}.state")
+            names = [json.dumps(n, sort_keys=True) for n in _names(self.model, s)]
+            for j, c in enumerate(e.get("choices") or []):
+                if not isinstance(c, dict):
+                    raise SchedulerError(f"{self.name}: {ew}.choices[{j}]: expected an object")
+                named = {"action": c.get("action"), "successor": c.get("successor")}
+                if "support" in c:
+                    named["support"] = c["support"]
+                key = json.dumps(named, sort_keys=True)
+                if key not in names:
+                    raise SchedulerError(f"{self.name}: {ew}.choices[{j}]: state {e['state']} has no choice "
+                                         f"{key}; its choices are {', '.join(names)}")
+                choice.append(int(self.model.row_groups[s]) + names.index(key))
+                prob.append(float(c.get("probability", math.nan)))
+            states.append(s)
+            memory.append(int(e.get("memory", 0)))
+            indptr.append(len(choice))
+        pol = Policy(np.array(states, np.int64), np.array(memory, np.int64), np.array(indptr, np.int64),
+                     np.array(choice, np.int64), np.array(prob, float), self.decided)
+        try:
+            pol.check(self.model)
+        except SchedulerError as exc:
+            raise SchedulerError(f"{self.name}: {where}: {exc}") from None
+        return pol
