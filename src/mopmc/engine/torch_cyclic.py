@@ -1,0 +1,180 @@
+"""Policy iteration on a torch device for one block of cyclic SCCs (Howard 1960).
+
+The block's successors outside it are solved already. As the CPU engine's
+:class:`~mopmc.engine.policy_iteration.CyclicBlock`, each round evaluates the current policy,
+computes every choice's one-step value ``q = rho + P_out V_out + P_in V_block`` (one SpMV), takes a
+segmented max over row groups and switches a state only to a choice *strictly* better by a relative
+margin, so policies stay proper (they leave the block almost surely) and the first maximum breaks
+ties, as on the CPU. Evaluation:
+
+* blocks of at most ``dense_limit`` states: ``I - P_pi`` built densely on the device and solved by
+  LU (``torch.linalg.lu_factor_ex``), the m objectives afterwards with the same factors (exact up to
+  rounding; error bound 0, as the CPU engine's sparse LU);
+* larger blocks: the iteration ``x <- b + P_pi x`` from ``x_0`` (the previous round's values, else
+  0) together with ``y <- P_pi y`` from 1 (the probability of still being in the block after k
+  steps). Since ``V - x_k = P_pi^k (V - x_0)``, ``|V - x_k| <= |y_k| |x_k - x_0| / (1 - |y_k|)`` (max
+  norms, ``P_pi >= 0``): a sound bound, tested on the
+  device every ``check_every`` sweeps (one host sync per test) until it is below ``precision`` times
+  ``max(1, |x|)``. A switch then needs an improvement above twice that bound. The returned bound
+  covers the returned values as values of the returned scheduler; that no other policy is better
+  by more than the stopping margin rests on policy iteration's stopping rule.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import breadth_first_order
+
+from mopmc.errors import InfiniteValueError, MopmcError
+
+_IMPROVE = 1e-12  # relative margin for a strict improvement (as the CPU engine)
+_MAX_ROUNDS = 10_000
+_MAX_SWEEPS = 10_000_000
+_INFINITE = "the weighted optimum is infinite: this direction rewards staying forever in an end component"
+
+
+class DeviceBlock:
+    """A cyclic block: states ``[a, b)``, choices ``[c0, c1)``, transitions ``[k0, k1)`` of the engine's problem."""
+
+    def __init__(self, engine, L, problem):
+        torch = engine.torch
+        self.engine = engine
+        self.torch = torch
+        self.L = L
+        a, b, c0, c1, k0, k1 = L
+        self.n = b - a
+        self.nc = c1 - c0
+        dev = engine.device
+        tg = problem.targets[k0:k1]
+        rows = engine.loc[k0:k1].cpu().numpy()
+        inside = (tg >= a) & (tg < b)
+        self.dense = self.n <= engine.dense_limit
+        put = lambda x, dt: torch.as_tensor(np.ascontiguousarray(x), device=dev, dtype=dt)  # noqa: E731
+        self.in_rows = put(rows[inside], torch.int64)
+        self.in_cols = put(tg[inside] - a, torch.int64)
+        self.in_vals = put(problem.probs[k0:k1][inside], torch.float64)
+        self.out_rows = put(rows[~inside], torch.int64)
+        self.out_tgt = put(tg[~inside], torch.int64)
+        self.out_vals = put(problem.probs[k0:k1][~inside], torch.float64)
+        self.own = engine.own[c0:c1]
+        self.in_owner = self.own[self.in_rows]
+        self.first = put(problem.row_groups[a:b] - c0, torch.int64)
+        # host copies for the properness check (only with negative weights, as the CPU engine)
+        self._host_in = (rows[inside], tg[inside] - a)
+        leaves = np.zeros(self.nc, bool)
+        leaves[rows[~inside]] = True
+        self._leaves = leaves | problem.exits[c0:c1]
+
+    # ------------------------------------------------------------------ one direction
+    def solve(self, rho, VX, choice, start_policy: np.ndarray, check_proper: bool) -> float:
+        """Optimise the block in place (``VX``, ``choice``); return the error bound on its values."""
+        torch = self.torch
+        a, b, c0, c1, _, _ = self.L
+        eng = self.engine
+        out = VX.new_zeros((self.nc, VX.shape[1]))
+        if len(self.out_rows):
+            out.index_add_(0, self.out_rows, self.out_vals[:, None] * VX[self.out_tgt])
+        out_v = rho[c0:c1] + out[:, 0]
+        pol = torch.as_tensor(np.asarray(start_policy[a:b]) - c0, device=eng.device, dtype=torch.int64)
+        own = self.own
+        big = torch.iinfo(torch.int64).max
+        local = torch.arange(self.nc, device=eng.device, dtype=torch.int64)
+        rounds = 0
+        vb = None
+        while True:
+            rounds += 1
+            solver = self._evaluator(pol)
+            vb, err = solver(out_v[pol][:, None], None if vb is None else vb[:, None])
+            vb = vb[:, 0]
+            q = out_v.index_add(0, self.in_rows, self.in_vals * vb[self.in_cols])
+            best = torch.full((self.n,), -np.inf, device=q.device, dtype=q.dtype).scatter_reduce_(0, own, q, "amax")
+            cur = q[pol]
+            margin = torch.clamp(_IMPROVE * torch.clamp(cur.abs(), min=1.0), min=2.0 * float(err[0]))
+            better = best > cur + margin
+            if not bool(better.any()) or rounds >= _MAX_ROUNDS:
+                break
+            cand = torch.where(q >= best[own], local, big)
+            argbest = torch.full((self.n,), big, device=q.device, dtype=torch.int64).scatter_reduce_(0, own, cand, "amin")
+            pol = torch.where(better, argbest, pol)
+            if check_proper:
+                self._check_proper(pol.cpu().numpy())
+        rhs = eng.rewards[c0 + pol] + out[pol, 1:]
+        xb, errx = solver(rhs)
+        VX[a:b, 0] = vb
+        VX[a:b, 1:] = xb
+        choice[a:b] = c0 + pol
+        return float(errx.max()) if len(errx) else 0.0
+
+    # ------------------------------------------------------------------ policy evaluation
+    def _evaluator(self, pol):
+        """``rhs (n x k) -> (solution, error bound per column)`` for ``(I - P_pi) x = rhs``."""
+        torch = self.torch
+        chosen = torch.zeros(self.nc, device=pol.device, dtype=torch.bool)
+        chosen[pol] = True
+        vals = self.in_vals * chosen[self.in_rows]
+        if self.dense:
+            M = torch.eye(self.n, device=pol.device, dtype=torch.float64)
+            M.index_put_((self.in_owner, self.in_cols), -vals, accumulate=True)
+            lu, piv, info = torch.linalg.lu_factor_ex(M)
+            if int(info) != 0:
+                raise InfiniteValueError(_INFINITE)
+
+            def dense(rhs, x0=None):
+                x = torch.linalg.lu_solve(lu, piv, rhs)
+                return x, torch.zeros(rhs.shape[1], dtype=torch.float64)
+
+            return dense
+
+        def iterative(rhs, x0=None):
+            return self._iterate(vals, rhs, x0)
+
+        return iterative
+
+    def _iterate(self, vals, rhs, x0=None):
+        torch = self.torch
+        eng = self.engine
+        owner, cols = self.in_owner, self.in_cols
+
+        def step(x):
+            return x.new_zeros(x.shape).index_add_(0, owner, vals[:, None] * x[cols])
+
+        x0 = torch.zeros_like(rhs) if x0 is None else x0
+        x = x0
+        y = torch.ones((self.n, 1), device=rhs.device, dtype=torch.float64)
+        sweeps = 0
+        while True:
+            for _ in range(eng.check_every):
+                x = rhs + step(x)
+                y = step(y)
+            sweeps += eng.check_every
+            ny = y.max()
+            nx = x.abs().max(dim=0).values
+            moved = (x - x0).abs().max(dim=0).values
+            bound = torch.where(ny < 1.0, ny * moved / torch.clamp(1.0 - ny, min=1e-300), torch.full_like(nx, np.inf))
+            done = (bound <= eng.precision * torch.clamp(nx, min=1.0)).all()
+            if bool(done):  # the one host sync per check_every sweeps
+                return x, bound.cpu()
+            if sweeps >= _MAX_SWEEPS:
+                raise MopmcError(
+                    f"torch engine: policy evaluation of a cyclic block of {self.n} states did not reach precision "
+                    f"{eng.precision:g} in {sweeps} sweeps (bound {float(bound.max()):.3g}); raise dense_limit "
+                    f"above {self.n} to solve it exactly"
+                )
+
+    def _check_proper(self, pol: np.ndarray) -> None:
+        rows, cols = self._host_in
+        n = self.n
+        chosen = np.zeros(self.nc, bool)
+        chosen[pol] = True
+        sel = chosen[rows]
+        owner = self.own.cpu().numpy()
+        src = owner[rows[sel]]
+        leave = np.flatnonzero(self._leaves[pol])
+        # reverse graph: who reaches the terminal (node n)
+        r = np.concatenate((cols[sel], np.full(len(leave), n)))
+        c = np.concatenate((src, leave))
+        G = csr_matrix((np.ones(len(r), np.int8), (r, c)), shape=(n + 1, n + 1))
+        reached = breadth_first_order(G, n, directed=True, return_predecessors=False)
+        if len(reached) < n + 1:
+            raise InfiniteValueError(_INFINITE)

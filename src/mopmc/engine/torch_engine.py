@@ -1,0 +1,310 @@
+"""The weighted-optimisation kernel on a PyTorch device (CUDA, or CPU PyTorch in CI).
+
+:class:`TorchEngine` reuses the CPU :class:`~mopmc.engine.kernel.Engine`'s preprocessing (goal
+memory, worthless states, infinite-reward check, zero-reward end-component collapse, proper states,
+SCC plan, renumbered problem) by composition and solves each direction on the device in float64:
+
+* **Acyclic levels.** States are renumbered in processing order, so one topological level of the
+  plan is a contiguous range of states, choices and transitions. Per level one SpMM gives, for every
+  choice, ``P [V | X]`` (the weighted value and all m objective values of the successors), a
+  segmented max over row groups (``scatter_reduce('amax')`` over choice -> state) picks the best
+  choice (first maximum, as the CPU engine), and the chosen choice's row gives the m objectives.
+  Self-loops are solved in closed form, ``(rho + sum_{t != s} p V_t) / (1 - p_ss)``: exact.
+* **Cyclic SCC blocks** by policy iteration on the device (:mod:`mopmc.engine.torch_cyclic`): dense
+  LU for blocks up to ``dense_limit`` states (exact up to rounding, error bound 0), otherwise an
+  iterative evaluation with a sound bound, its convergence tested on the device every
+  ``check_every`` sweeps only.
+* **Warm starts**: a previous result's policy starts the cyclic blocks' policy iteration.
+* **Memory** is planned from the model size before anything is copied; a device that is too small
+  is a :class:`DeviceError` naming the sizes.
+
+This is the only module that imports torch (lazily: ``import mopmc`` stays torch-free).
+
+Example:
+    >>> eng = TorchEngine(model, objectives, device="cpu")  # doctest: +SKIP
+    >>> r = eng.optimise([1.0, 0.5]); r.values, r.scheduler  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import NamedTuple, Sequence
+
+import numpy as np
+
+from mopmc.engine.kernel import Engine, KernelResult
+from mopmc.errors import DependencyError, InfiniteValueError, MopmcError
+
+DEFAULT_PRECISION = 1e-6
+DEFAULT_DENSE_LIMIT = 4096
+
+
+class DeviceError(MopmcError):
+    """The requested device is unavailable or too small for the model."""
+
+
+def load_torch():
+    """``torch``, or a :class:`~mopmc.errors.DependencyError` saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise DependencyError('the torch engine needs PyTorch: pip install "mopmc[gpu]"') from None
+    return torch
+
+
+def resolve_device(device: str | None = None):
+    """``device`` as a ``torch.device``; ``None``: ``cuda`` when available, else ``cpu``."""
+    torch = load_torch()
+    if device is None:
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise DeviceError(f"--device {device!r}: not a device; use cuda, cuda:N or cpu") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise DeviceError(f"--device {device}: CUDA is not available here (torch {torch.__version__}); use --device cpu")
+    if dev.type not in ("cuda", "cpu"):
+        raise DeviceError(f"--device {device}: only cuda and cpu are supported")
+    return dev
+
+
+class MemoryPlan(NamedTuple):
+    """Bytes the engine needs on the device (``needed``), and what the device has free."""
+
+    needed: int
+    free: int
+    device: str
+
+    @property
+    def fits(self) -> bool:
+        return self.needed <= 0.9 * self.free
+
+
+def plan_memory(problem, m: int, max_level: tuple[int, int], max_block: tuple[int, int, int], dense_limit: int, device) -> MemoryPlan:
+    """Estimate device bytes: the CSR (int64 targets and local indices, float64 probabilities), the
+    rewards, ``[V | X]``, per-level SpMM scratch and the largest cyclic block's workspace.
+
+    ``max_level = (choices, transitions)`` of the largest level, ``max_block = (states, choices,
+    transitions)`` of the largest cyclic block.
+    """
+    n, nc, nnz = problem.n_states, problem.n_choices, len(problem.targets)
+    k = m + 1
+    csr = nnz * (8 + 8 + 8 + 8)  # targets, local choice index, probabilities, probabilities without self-loops
+    choices = nc * (8 * m + 8 * 4 + 1)  # rewards, rho, 1 - p_self, local owner, global index, self-only flag
+    states = n * (8 * k + 8 * 2)
+    lc, lk = max_level
+    level = lk * k * 8 * 2 + lc * k * 8 * 3
+    bn, bc, bk = max_block
+    block = bk * 8 * 6 + bc * k * 8 * 3 + bn * k * 8 * 4
+    if 0 < bn <= dense_limit:
+        block += bn * bn * 8 * 2
+    needed = csr + choices + states + level + block
+    return MemoryPlan(int(needed), _free_bytes(device), str(device))
+
+
+def _free_bytes(device) -> int:
+    torch = load_torch()
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free)
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE"))
+    except (ValueError, OSError, AttributeError):  # no sysconf: do not block on an unknown size
+        return 1 << 62
+
+
+class _Level(NamedTuple):
+    """One topological level: states ``[a, b)``, choices ``[c0, c1)``, transitions ``[k0, k1)``."""
+
+    a: int
+    b: int
+    c0: int
+    c1: int
+    k0: int
+    k1: int
+
+
+class TorchEngine:
+    """The kernel of :class:`~mopmc.engine.kernel.Engine` on a torch device; see the module docstring.
+
+    Args:
+        model, objectives, allow_stay, choice_mask: as for :class:`~mopmc.engine.kernel.Engine`.
+        device: ``cuda``, ``cuda:N`` or ``cpu``; default ``cuda`` when available, else ``cpu``.
+        precision: relative precision of iterative block evaluations (blocks above ``dense_limit``).
+        dense_limit: cyclic blocks with at most this many states are solved by dense LU (exact).
+        check_every: iterative sweeps between convergence checks (each check is one host sync).
+        engine: an already prepared CPU engine for the same model and objectives (skips preprocessing).
+    """
+
+    def __init__(
+        self,
+        model,
+        objectives: Sequence,
+        device: str | None = None,
+        *,
+        allow_stay: bool = True,
+        choice_mask: np.ndarray | None = None,
+        precision: float = DEFAULT_PRECISION,
+        dense_limit: int = DEFAULT_DENSE_LIMIT,
+        check_every: int = 32,
+        engine: Engine | None = None,
+    ):
+        t0 = time.perf_counter()
+        if not (0.0 < precision < 1.0):
+            raise MopmcError(f"precision {precision!r}: must lie in (0, 1)")
+        torch = load_torch()
+        self.torch = torch
+        self.device = resolve_device(device)
+        self.cpu = engine or Engine(model, objectives, allow_stay=allow_stay, choice_mask=choice_mask)
+        self.model = model
+        self.m = self.cpu.m
+        self.orientation = self.cpu.orientation
+        self.precision = float(precision)
+        self.dense_limit = int(dense_limit)
+        self.check_every = max(1, int(check_every))
+        self.timings = {"preprocess": time.perf_counter() - t0}
+        self.memory = None
+        if self.cpu.trivial:
+            return
+        self._upload()
+        self.timings["upload"] = time.perf_counter() - t0 - self.timings["preprocess"]
+
+    # ------------------------------------------------------------------ device data
+    def _upload(self) -> None:
+        from mopmc.engine.torch_cyclic import DeviceBlock
+
+        torch, dev = self.torch, self.device
+        p = self.cpu.problem
+        steps = self._steps(p)
+        max_level = max(((L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "level"), default=(0, 0))
+        max_block = max(((L.b - L.a, L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "block"), default=(0, 0, 0))
+        self.memory = plan_memory(p, self.m, max_level, max_block, self.dense_limit, dev)
+        if not self.memory.fits:
+            raise DeviceError(
+                f"{self.model.source}: the torch engine needs about {self.memory.needed / 2**30:.2f} GiB on {dev}, "
+                f"but only {self.memory.free / 2**30:.2f} GiB are free ({p.n_states} states, {p.n_choices} choices, "
+                f"{len(p.targets)} transitions, {self.m} objectives); use a larger device or --device cpu"
+            )
+        soc = p.state_of_choice()
+        cot = p.choice_of_transition()
+        # local indices: a choice's state within its level/block, a transition's choice within it
+        first_state = np.zeros(p.n_states, np.int64)
+        first_choice = np.zeros(p.n_choices, np.int64)
+        for _, L in steps:
+            first_state[L.a:L.b] = L.a
+            first_choice[L.c0:L.c1] = L.c0
+        own = soc - first_state[soc]
+        loc = cot - first_choice[cot]
+        self_loop = p.targets == soc[cot]
+        pself = np.bincount(cot[self_loop], weights=p.probs[self_loop], minlength=p.n_choices)
+
+        def put(a, dtype=None):
+            return torch.as_tensor(np.ascontiguousarray(a), device=dev, dtype=dtype)
+
+        self.targets = put(p.targets, torch.int64)
+        self.loc = put(loc, torch.int64)
+        self.probs = put(p.probs, torch.float64)
+        self.probs_noself = put(np.where(self_loop, 0.0, p.probs), torch.float64)
+        self.den = put(1.0 - pself, torch.float64)
+        self.own = put(own, torch.int64)
+        self.arange = torch.arange(p.n_choices, device=dev, dtype=torch.int64)
+        self.rewards = put(p.rewards, torch.float64)
+        self.self_only = put(self.cpu.self_only, torch.bool)
+        level_self_only = np.zeros(p.n_choices, bool)
+        for kind, L in steps:
+            if kind == "level":
+                level_self_only[L.c0:L.c1] = self.cpu.self_only[L.c0:L.c1]
+        self.pass_self_only = put(level_self_only, torch.bool)
+        self.steps = [(kind, L if kind == "level" else DeviceBlock(self, L, p)) for kind, L in steps]
+
+    def _steps(self, p) -> list[tuple[str, _Level]]:
+        """The plan as contiguous ranges: every level of a pass step, and every cycles step."""
+        rg, ip = p.row_groups, p.indptr
+        level = self.cpu.plan.level
+        out: list[tuple[str, _Level]] = []
+
+        def rng(a, b):
+            return _Level(a, b, int(rg[a]), int(rg[b]), int(ip[rg[a]]), int(ip[rg[b]]))
+
+        for kind, states in self.cpu.plan.steps:
+            if not len(states):
+                continue
+            a, b = int(states[0]), int(states[-1]) + 1
+            if b - a != len(states) or np.any(np.diff(states) != 1):
+                raise MopmcError("internal: the plan's steps are not contiguous after renumbering")
+            if kind == "cycles":
+                out.append(("block", rng(a, b)))
+                continue
+            lv = level[a:b]
+            cuts = np.flatnonzero(np.diff(lv)) + 1
+            bounds = np.concatenate(([0], cuts, [b - a])) + a
+            for lo, hi in zip(bounds[:-1], bounds[1:]):
+                out.append(("level", rng(int(lo), int(hi))))
+        return out
+
+    # ------------------------------------------------------------------ the kernel
+    def optimise(self, w: Sequence[float], warm: KernelResult | None = None) -> KernelResult:
+        """Maximise ``w . point`` (preferred space, as :meth:`Engine.optimise`); ``warm``: a previous result."""
+        t0 = time.perf_counter()
+        w = np.asarray(w, np.float64).reshape(self.m)
+        if self.cpu.trivial:
+            return self._result(w, np.zeros(self.m), np.zeros(0, np.int64), 0.0, t0)
+        torch, dev = self.torch, self.device
+        p = self.cpu.problem
+        rho = self.rewards @ torch.as_tensor(w, device=dev)
+        VX = torch.zeros((p.n_states, self.m + 1), device=dev, dtype=torch.float64)
+        choice = torch.full((p.n_states,), -1, device=dev, dtype=torch.int64)
+        infinite = (self.pass_self_only & (rho > 0)).any()
+        use_warm = warm is not None and warm.engine is self.cpu and len(warm.policy) == p.n_states
+        start = warm.policy if use_warm else self.cpu.proper
+        check = bool((w < 0).any())
+        error = 0.0
+        for kind, step in self.steps:
+            if kind == "level":
+                self._level(step, rho, VX, choice)
+            else:
+                error += step.solve(rho, VX, choice, start, check)
+        if bool(infinite):
+            raise InfiniteValueError("the weighted optimum is infinite: this direction rewards staying forever in an end component")
+        u = VX[p.initial, 1:].cpu().numpy()
+        return self._result(w, u, choice.cpu().numpy(), error, t0)
+
+    def _level(self, L: _Level, rho, VX, choice) -> None:
+        """One topological level: best choice per state and its weighted and objective values."""
+        torch = self.torch
+        a, b, c0, c1, k0, k1 = L
+        n_l = b - a
+        S = VX.new_zeros((c1 - c0, VX.shape[1]))
+        if k1 > k0:
+            S.index_add_(0, self.loc[k0:k1], self.probs_noself[k0:k1, None] * VX[self.targets[k0:k1]])
+        den = self.den[c0:c1]
+        q = ((rho[c0:c1] + S[:, 0]) / den).masked_fill(self.self_only[c0:c1], -np.inf)
+        own = self.own[c0:c1]
+        best = torch.full((n_l,), -np.inf, device=q.device, dtype=q.dtype).scatter_reduce_(0, own, q, "amax")
+        big = torch.iinfo(torch.int64).max
+        cand = torch.where(q >= best[own], self.arange[c0:c1], big)
+        first = torch.full((n_l,), big, device=q.device, dtype=torch.int64).scatter_reduce_(0, own, cand, "amin")
+        ok = best > -np.inf
+        pick = torch.where(ok, first, c0)
+        x = (self.rewards[pick] + S[pick - c0, 1:]) / self.den[pick, None]
+        VX[a:b, 0] = torch.where(ok, best, 0.0)
+        VX[a:b, 1:] = torch.where(ok[:, None], x, 0.0)
+        choice[a:b] = torch.where(ok, first, -1)
+
+    def _result(self, w, u, policy, error, t0) -> KernelResult:
+        ori = self.orientation
+        values = ori.offset + ori.direction * u
+        point = ori.direction * values
+        return KernelResult(w, values, point, float(w @ point), float(error), policy, time.perf_counter() - t0, self.cpu)
+
+    def scheduler(self, policy: np.ndarray):
+        """The scheduler on the model of an internal policy (the CPU engine's mapping)."""
+        return self.cpu.scheduler(policy)
+
+
+def torch_oracle(model, objectives, *, device: str | None = None, engine: TorchEngine | None = None, **options):
+    """The multi-objective queries' oracle (weights in original units, warm-started) on a torch device."""
+    from mopmc.engine.oracle import kernel_oracle
+
+    return kernel_oracle(model, objectives, engine=engine or TorchEngine(model, objectives, device, **options))
