@@ -22,9 +22,12 @@ from support import SHARED, shared_model
 TABLE = Path(__file__).resolve().with_name("reference_values.json")
 
 #: Models on which the LP oracle is too slow for the default run: HiGHS needs 17-64 s per
-#: dive-and-rise row on 2 cores (a 15k-state cyclic model; the simplex takes ~50k iterations).
+#: dive-and-rise row on 2 cores (a 15k-state cyclic model; the simplex takes ~50k iterations),
+#: 6-7 s per consensus_multi5 row.
 #: Their rows are ``heavy``; run them with ``MOPMC_HEAVY_TESTS=1``. Other engines may run them always.
-HEAVY_FOR_LP = frozenset({"dive-and-rise/dive_and_rise_action_rewards.nm"})
+HEAVY_FOR_LP = frozenset({"dive-and-rise/dive_and_rise_action_rewards.nm",
+                          # 141k states, 6-7 s a row; the kernel still checks it against Storm every run
+                          "peer-tests/prism/multi-general/consensus_multi5.nm"})
 
 
 class Reference(NamedTuple):

@@ -122,12 +122,10 @@ def test_per_state_values_match_an_independent_solve(method):
 
 from reference_values import REFERENCES, ref_id, reference_property  # noqa: E402
 
-CYCLIC_ROWS = [r for r in REFERENCES if not r.model.startswith("switch-")]
-
-
-@pytest.mark.parametrize("ref", CYCLIC_ROWS, ids=ref_id)
+@pytest.mark.parametrize("ref", REFERENCES, ids=ref_id)
 def test_reference_table_exact_and_iterative(ref):
-    """Both methods on every non-switch row (the switch models are acyclic: nothing to iterate)."""
+    """The kernel with both methods on every row of the table (on the acyclic switch models both
+    are the same single backward pass)."""
     from mopmc.queries.single import check
 
     model, prop = reference_property(ref)

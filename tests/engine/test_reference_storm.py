@@ -19,7 +19,7 @@ def test_table_is_broad():
 @pytest.mark.parametrize("ref", REFERENCES, ids=ref_id)
 def test_lp_matches_storm_exact(ref):
     if ref.heavy and not os.environ.get("MOPMC_HEAVY_TESTS"):
-        pytest.skip(f"LP oracle too slow on {ref.model} (17-64 s a row); set MOPMC_HEAVY_TESTS=1 to run it")
+        pytest.skip(f"LP oracle too slow on {ref.model} (6-64 s a row); set MOPMC_HEAVY_TESTS=1 to run it")
     model, objective = reference_case(ref)
     value = lp_value(model, objective)
     assert ref.close_to(value), (value, ref.value)

@@ -71,3 +71,49 @@ def test_check_command_infinite_exit_code(capsys):
     rows = json.loads(both.output)
     assert [r["status"] for r in rows] == ["ok", "infinite"]
     assert rows[0]["value"] == 0.0 and rows[0]["kind"] == "value"
+
+
+TWO_WAYS = """mdp
+module m
+  s : [0..3] init 0;
+  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=0);
+  [b] s=0 -> (s'=3);
+  [] s=1 -> (s'=2);
+  [] s=2 -> true;
+  [] s=3 -> true;
+endmodule
+label "A" = s=1;
+label "B" = s=2;
+"""
+
+
+def test_export_scheduler_with_goal_memory(tmp_path):
+    """A single reachability objective needs one goal bit: the exported scheduler carries it, and
+    following it from the initial state reaches "B" (probability 1, against 0 through action b)."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from mopmc.cli.check import app
+
+    model = tmp_path / "two_ways.nm"
+    model.write_text(TWO_WAYS)
+    out = tmp_path / "sched.json"
+    res = CliRunner().invoke(app, [str(model), "--prop", 'Pmax=? [F "B"]', "--json", "--export-scheduler", str(out)])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)[0]["value"] == pytest.approx(1.0)
+    doc = json.loads(out.read_text())
+    assert doc["memory_bits"] == 1
+    entries = {(e["state"], e["memory"]): e for e in doc["entries"]}
+    assert entries[(0, 0)]["action"] == "a"
+
+
+def test_check_command_rejects_a_bad_precision(tmp_path):
+    from typer.testing import CliRunner
+
+    from mopmc.cli.check import app
+
+    model = tmp_path / "two_ways.nm"
+    model.write_text(TWO_WAYS)
+    res = CliRunner().invoke(app, [str(model), "--prop", 'Pmax=? [F "B"]', "--precision", "0"])
+    assert res.exit_code == 2 and "--precision" in res.output and "Traceback" not in res.output

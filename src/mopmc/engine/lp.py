@@ -213,6 +213,8 @@ def lp_value(model: SparseMDP, objective: Objective) -> float:
             return math.inf
         lp = occupation_polytope(model, [objective], ec_stops=False)
     else:
+        if objective.kind == "total_reward" and _collects_in_reachable_ec(model, sign * model.reward(objective.reward_model)):
+            return sign * math.inf  # as Storm: e.g. a reward loop under max, even one never left
         lp = occupation_polytope(model, [objective])
     status, x = _maximise(lp, [sign])
     if status == _Status.UNBOUNDED:
@@ -229,6 +231,20 @@ def lp_value(model: SparseMDP, objective: Objective) -> float:
         raise InfiniteValueError(f"{model.source}: {objective.text}: every scheduler collects rewards of both "
                                  "signs forever; the total reward is undefined")
     return float(lp.values(polish(lp, x))[0])
+
+
+def _collects_in_reachable_ec(model: SparseMDP, gain: np.ndarray) -> bool:
+    """True when a choice of an end component reachable from the initial state has ``gain > 0``."""
+    from scipy.sparse.csgraph import breadth_first_order
+
+    ec = maximal_end_components(model)
+    paying = ec.choices & (gain > 0)
+    if not paying.any():
+        return False
+    src = model.state_of_choice()[model.choice_of_transition()]
+    graph = csr_matrix((np.ones(len(src)), (src, model.targets)), shape=(model.n_states,) * 2)
+    reach = breadth_first_order(graph, model.initial, directed=True, return_predecessors=False)
+    return bool(np.isin(model.state_of_choice()[paying], reach).any())
 
 
 def _can_avoid_forever(model: SparseMDP, target: np.ndarray) -> bool:
