@@ -93,7 +93,15 @@ def load(
     built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=valuations)
     kind = storm.model_kind(built)
     t_build = time.perf_counter()
-    model = _extract(built, path)
+    tmp = storm.temp_umb_path()
+    try:
+        storm.to_umb(built, tmp)
+        # Storm's copy is no longer needed: free it before ours is read, so the two never coexist.
+        del built
+        # mapped: the arrays stay in the temporary file's pages (deleted below, alive while mapped)
+        model = read_umb(tmp, valuations=valuations, source=str(path), mapped=True)
+    finally:
+        tmp.unlink(missing_ok=True)
     t_extract = time.perf_counter()
     try:
         validate(model)
@@ -103,8 +111,6 @@ def load(
         detailed = replace(_extract(built, path, valuations=True), choice_origins=tuple(storm.choice_origin_texts(built)))
         validate(detailed)
         raise
-    if valuations and model.valuations is None:
-        model = _extract(built, path, valuations=True)
     timings = {"parse": t_parse - start, "build": t_build - t_parse, "extract": t_extract - t_build}
     return LoadedModel(model, program, formulas, time.perf_counter() - start, kind, timings)
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import json
+import mmap
 import tarfile
 import time
 from pathlib import Path
@@ -22,25 +23,57 @@ from mopmc.model.sparse_mdp import SparseMDP, StateValuations
 
 
 class _Archive:
-    def __init__(self, path: Path):
+    """A UMB tar archive; plain (uncompressed) archives are read straight into numpy arrays."""
+
+    def __init__(self, path: Path, *, mapped: bool = False):
         self.path = path
+        self.mapping = None
         try:
-            self.tar = tarfile.open(path, "r:*")
-        except (tarfile.TarError, OSError) as exc:
+            self.tar = tarfile.open(path, "r:")
+            self.plain = True
+        except tarfile.ReadError:
+            self.plain = False
+            try:
+                self.tar = tarfile.open(path, "r:*")
+            except (tarfile.TarError, OSError) as exc:
+                raise ModelFileError(f"{path}: not a UMB archive ({exc})") from None
+        except OSError as exc:
             raise ModelFileError(f"{path}: not a UMB archive ({exc})") from None
         self.members = {m.name.lstrip("./"): m for m in self.tar.getmembers() if m.isfile()}
+        if mapped and self.plain:
+            with open(path, "rb") as f:
+                self.mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
     def has(self, name: str) -> bool:
         return name in self.members
 
-    def read(self, name: str) -> bytes:
+    def _member(self, name: str) -> tarfile.TarInfo:
         try:
-            return self.tar.extractfile(self.members[name]).read()
+            return self.members[name]
         except KeyError:
             raise ModelFileError(f"{self.path}: UMB archive lacks {name}") from None
 
+    def read(self, name: str) -> bytes:
+        return self.tar.extractfile(self._member(name)).read()
+
     def array(self, name: str, dtype) -> np.ndarray:
-        return np.frombuffer(self.read(name), dtype=np.dtype(dtype).newbyteorder("<"))
+        """A little-endian array; from a plain archive one read into the array (no bytes copy)."""
+        dtype = np.dtype(dtype).newbyteorder("<")
+        member = self._member(name)
+        if member.size % dtype.itemsize:
+            raise ModelFileError(f"{self.path}: {name} has {member.size} bytes, not a multiple of {dtype.itemsize}")
+        if self.mapping is not None and not member.sparse:
+            return np.frombuffer(self.mapping, dtype=dtype, count=member.size // dtype.itemsize, offset=member.offset_data)
+        if self.plain and not member.sparse:
+            return np.fromfile(self.path, dtype=dtype, count=member.size // dtype.itemsize, offset=member.offset_data)
+        return np.frombuffer(self.read(name), dtype=dtype)
+
+    def index_array(self, name: str) -> np.ndarray:
+        """An array of uint64 indices as int64, without a copy (larger values turn negative: the validator rejects them)."""
+        return self.array(name, np.int64)
+
+    def close(self) -> None:
+        self.tar.close()
 
 
 def _bits(raw: np.ndarray | bytes, n: int) -> np.ndarray:
@@ -63,9 +96,13 @@ def _value_dtype(spec: dict, where: str):
     raise UnsupportedModelError(f"{where}: unsupported UMB value type {kind}/{size} (mopmc reads 64-bit doubles)")
 
 
-def read_umb(path: Path, *, valuations: bool = False, source: str | None = None) -> SparseMDP:
-    """Read a UMB archive into a :class:`SparseMDP` (no validation; see :func:`mopmc.model.validate`)."""
-    ar = _Archive(path)
+def read_umb(path: Path, *, valuations: bool = False, source: str | None = None, mapped: bool = False) -> SparseMDP:
+    """Read a UMB archive into a :class:`SparseMDP` (no validation; see :func:`mopmc.model.validate`).
+
+    ``mapped``: map the file's arrays into memory instead of copying them; only for private files
+    that nobody changes afterwards (the loader's temporary export, which it deletes at once).
+    """
+    ar = _Archive(path, mapped=mapped)
     try:
         index = json.loads(ar.read("index.json"))
     except json.JSONDecodeError as exc:
@@ -78,9 +115,9 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None)
         raise UnsupportedModelError(f"{path}: only discrete-time single-player models (MDPs, DTMCs) are supported")
     if "branch-probability-type" in ts:
         _value_dtype(ts["branch-probability-type"], str(path))
-    row_groups = ar.array("state-to-choices.bin", np.uint64).astype(np.int64) if ar.has("state-to-choices.bin") else np.arange(n + 1, dtype=np.int64)
-    indptr = ar.array("choice-to-branches.bin", np.uint64).astype(np.int64)
-    targets = ar.array("branch-to-target.bin", np.uint64).astype(np.int64)
+    row_groups = ar.index_array("state-to-choices.bin") if ar.has("state-to-choices.bin") else np.arange(n + 1, dtype=np.int64)
+    indptr = ar.index_array("choice-to-branches.bin")
+    targets = ar.index_array("branch-to-target.bin")
     probs = ar.array("branch-to-probability.bin", np.float64)
     init_mask = _bits(ar.read("state-is-initial.bin"), n)
     initial_states = np.flatnonzero(init_mask)
@@ -100,27 +137,35 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None)
     rewards = {}
     choice_of_branch = None
     for key, spec in annotations.get("rewards", {}).items():
-        vec = np.zeros(c)
+        parts = []
         applies = spec.get("applies-to", [])
         dtype = _value_dtype(spec.get("type", {"type": "double", "size": 64}), f"{where}: reward {key}")
         if "states" in applies:
-            vec += np.repeat(ar.array(f"annotations/rewards/{key}/states/values.bin", dtype), np.diff(row_groups))
+            parts.append(np.repeat(ar.array(f"annotations/rewards/{key}/states/values.bin", dtype), np.diff(row_groups)))
         if "choices" in applies:
-            vec += ar.array(f"annotations/rewards/{key}/choices/values.bin", dtype)
+            parts.append(ar.array(f"annotations/rewards/{key}/choices/values.bin", dtype))
         if "branches" in applies:
             if choice_of_branch is None:
                 choice_of_branch = np.repeat(np.arange(c), np.diff(indptr))
             branch = ar.array(f"annotations/rewards/{key}/branches/values.bin", dtype)
-            vec += np.bincount(choice_of_branch, weights=branch * probs, minlength=c)
+            parts.append(np.bincount(choice_of_branch, weights=branch * probs, minlength=c))
+        if any(len(part) != c for part in parts):
+            raise ModelFileError(f"{where}: reward {spec.get('alias', key)!r} has {[len(q) for q in parts]} entries for {c} choices")
+        vec = parts[0].astype(np.float64, copy=False) if len(parts) == 1 else np.sum(parts, axis=0) if parts else np.zeros(c)
         rewards[spec.get("alias", key)] = vec
     action_names: tuple[str, ...] = ()
     actions = None
     if ar.has("actions/choices/values.bin"):
         actions = ar.array("actions/choices/values.bin", np.uint32).astype(np.int64)
-        offsets = ar.array("actions/choices/string-mapping.bin", np.uint64).astype(np.int64)
+        offsets = ar.index_array("actions/choices/string-mapping.bin")
         blob = ar.read("actions/choices/strings.bin")
         action_names = tuple(blob[offsets[i] : offsets[i + 1]].decode() for i in range(len(offsets) - 1))
     vals = _read_valuations(ar, index, n, where) if valuations else None
+    ar.close()
+    # The arrays are ours alone: seal them, so that SparseMDP adopts them without a copy.
+    for arr in (row_groups, indptr, targets, probs, actions, *rewards.values(), *labels.values()):
+        if arr is not None and arr.base is None:
+            arr.setflags(write=False)
     return SparseMDP(
         row_groups=row_groups,
         indptr=indptr,

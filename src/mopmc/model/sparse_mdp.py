@@ -10,6 +10,7 @@ its expectation over the choice's successors. DTMCs are MDPs with one choice per
 
 from __future__ import annotations
 
+import mmap
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping
@@ -40,12 +41,28 @@ class StateValuations:
         return {tuple(int(x) for x in row): s for s, row in enumerate(self.values)}
 
 
-def _frozen(a: np.ndarray, dtype) -> np.ndarray:
-    a = np.ascontiguousarray(a, dtype=dtype)
-    if a.flags.writeable:
-        a = a.copy() if a.base is not None and not a.flags.owndata else a
-        a.setflags(write=False)
-    return a
+def _frozen(a, dtype) -> np.ndarray:
+    """A read-only C-contiguous array of ``dtype`` that no one else can write.
+
+    An array that is already read-only, of the right type and owns its memory (or views immutable
+    bytes or a read-only mapping) is adopted as is; anything else is copied once. So models built from models (restrict,
+    permute, ``dataclasses.replace``) and models read from files share their arrays without copies.
+    """
+    arr = np.asarray(a)
+    dtype = np.dtype(dtype)
+    owned = arr.base is None or _immutable(arr.base)
+    if arr.dtype == dtype and arr.flags.c_contiguous and not arr.flags.writeable and owned:
+        return arr
+    out = np.array(arr, dtype=dtype, order="C", copy=True)
+    out.setflags(write=False)
+    return out
+
+
+def _immutable(base) -> bool:
+    """Bytes, or a read-only view of bytes or of a read-only mapping (the loader's private file)."""
+    if isinstance(base, memoryview):
+        return base.readonly and isinstance(base.obj, (bytes, mmap.mmap))
+    return isinstance(base, bytes)
 
 
 @dataclass(frozen=True, eq=False)
