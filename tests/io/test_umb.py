@@ -63,3 +63,15 @@ def test_storm_valuations_decode(tmp_path):
         (("b", False), ("s", 1), ("y", 4)),
         (("b", True), ("s", 2), ("y", -3)),
     }
+
+
+def test_mapped_read_equals_copied_read(tmp_path):
+    model = load_model(files.mini_switch, valuations=True)
+    path = write_umb(model, tmp_path / "m.umb")
+    mapped, copied = read_umb(path, mapped=True, valuations=True), read_umb(path, valuations=True)
+    for attr in ("row_groups", "indptr", "targets", "probs", "actions"):
+        np.testing.assert_array_equal(getattr(mapped, attr), getattr(copied, attr))
+        assert not getattr(mapped, attr).flags.writeable
+    assert {k: v.tolist() for k, v in mapped.rewards.items()} == {k: v.tolist() for k, v in copied.rewards.items()}
+    path.unlink()  # the mapping outlives the file
+    assert float(mapped.probs.sum()) == float(copied.probs.sum())

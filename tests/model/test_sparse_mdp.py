@@ -80,3 +80,21 @@ def test_validator_tolerance_is_1e9():
     bad = SparseMDP.from_arrays([0, 1], [0, 2], [0, 0], [0.5, 0.5 + 5e-9])
     with pytest.raises(InvalidModelError):
         validate(bad)
+
+
+def test_writable_inputs_are_copied_sealed_arrays_adopted():
+    import numpy as np
+
+    from mopmc.model import SparseMDP
+
+    targets = np.array([1, 1], dtype=np.int64)
+    m = SparseMDP.from_arrays([0, 1, 2], [0, 1, 2], targets, [1.0, 1.0])
+    targets[0] = 0  # the caller's array changes; the model's does not
+    assert m.targets.tolist() == [1, 1] and not m.targets.flags.writeable
+    sealed = np.array([1, 1], dtype=np.int64)
+    sealed.setflags(write=False)
+    again = SparseMDP.from_arrays(m.row_groups, m.indptr, sealed, m.probs)
+    assert again.targets is sealed and again.indptr is m.indptr
+    view = np.arange(4, dtype=np.int64)[1:3]
+    view.setflags(write=False)  # read-only view of a writable base: copied
+    assert SparseMDP.from_arrays([0, 1, 2], [0, 1, 2], [1, 1], [1.0, 1.0], actions=view).actions.base is None
