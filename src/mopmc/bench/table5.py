@@ -9,6 +9,7 @@ monotonically), the larger cells of that family and query are recorded as ``t.o.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Callable, NamedTuple
@@ -18,6 +19,14 @@ from mopmc.bench.cells import Cell
 from mopmc.bench.runs import QUERIES, measure
 
 MONOTONE = ("A", "B")
+
+NOTE = """Seconds end to end (a fresh process each, interpreter start and imports included), best of 2,
+timeout 300 s (t.o.). Storm: `parse_prism_program` + `build_model(program, properties)` +
+`model_checking`, default options (its check column is `model_checking` alone). mopmc: `mopmc check
+--props FILE --json` (achievability) and `mopmc convex --prop P --soft --json` (convex), load and
+check split from their JSON `timings`. MiB: peak resident memory of the process, measured from
+outside (GNU time). check speedup = Storm check / mopmc check; e2e ratio = mopmc / Storm end to end.
+Load average when this file was written: {load} (other jobs shared the 2 cores)."""
 
 
 class Table5(NamedTuple):
@@ -111,6 +120,6 @@ def write_outputs(out: Path) -> Table5:
     table = report.rows(records, _order(records))
     csv_path, md_path = out / "table5.csv", out / "table5.md"
     report.write_csv(table, csv_path)
-    report.write_markdown(table, md_path)
+    report.write_markdown(table, md_path, NOTE.format(load=", ".join(f"{x:.1f}" for x in os.getloadavg())))
     plots = report.write_plots(table, out)
     return Table5(table, csv_path, md_path, plots)
