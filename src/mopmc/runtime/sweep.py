@@ -1,0 +1,291 @@
+"""Resumable sweeps: many seeded episodes over several settings, on a process pool or on Ray.
+
+A sweep is a list of jobs ``(setting, episode index, seed)``. Layout of the output folder::
+
+    OUT/sweep.json                         the manifest: format, settings (fingerprinted), episodes
+    OUT/episodes/<setting>/<episode>.json  one file per finished episode (its step records)
+
+Every episode file is written by the main process to ``<name>.tmp``, flushed and fsynced, then
+renamed (``os.replace``, atomic on POSIX) and the folder fsynced, so a file either exists whole or
+not at all. A restarted sweep reads the folder, skips every job whose file exists and runs only the
+rest: killed at any moment, it loses no finished episode and repeats none. Leftover ``*.tmp`` files
+of an interrupted write are removed on restart. Restarting with different settings is refused
+(the manifest's fingerprint differs).
+
+Episode ``e`` of a setting with seed ``S`` uses the seeds of ``(S, e)``
+(:func:`~mopmc.runtime.episode.episode_seeds`), so the result does not depend on the order, the
+number of workers or the backend.
+
+>>> s = Setting("none", delay="0.1", switch="none", config=small_config())  # doctest: +SKIP
+>>> run_sweep("out", [s], episodes=4)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import re
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from mopmc.errors import ConfigError
+from mopmc.runtime.config import EnvConfig, RuntimeConfig
+from mopmc.runtime.delay import DEFAULT_DELAY_SPEC
+from mopmc.runtime.episode import EpisodeResult, StepRecord
+
+FORMAT = "mopmc-sweep/1"
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+=-]*$")
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One simulated setting: delay, switch, agent, root seed and runtime configuration."""
+
+    name: str
+    delay: str = DEFAULT_DELAY_SPEC
+    switch: str = "none"
+    agent: str = "idm"
+    seed: int = 0
+    config: RuntimeConfig = field(default_factory=RuntimeConfig)
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready description (a scheduler file or agent file is identified by its sha256)."""
+        doc = {"name": self.name, "delay": self.delay, "switch": self.switch, "agent": self.agent,
+               "seed": self.seed, "config": dataclasses.asdict(self.config)}
+        for key in ("switch", "agent"):
+            path = Path(getattr(self, key).split(":", 1)[-1])
+            if path.is_file():
+                doc[f"{key}_sha256"] = hashlib.sha256(path.read_bytes()).hexdigest()
+        return doc
+
+
+class Job(NamedTuple):
+    setting: str
+    episode: int
+    seed: int
+
+
+class SweepResult(NamedTuple):
+    """What a sweep holds after the call: every episode per setting (in episode order)."""
+
+    out: Path
+    ran: int
+    skipped: int
+    episodes: dict[str, tuple[EpisodeResult, ...]]
+
+
+def small_config(vehicles: int = 5, duration: float = 10.0) -> RuntimeConfig:
+    """A cheap scene for tests and smoke runs (stock integration step)."""
+    return RuntimeConfig(env=EnvConfig(vehicles=vehicles, duration=duration, max_substep=1 / 15))
+
+
+# --- worker side (a process-pool worker or a Ray task) -------------------------------------------
+_CACHE: dict[Any, Any] = {}
+
+
+def _runtime(setting: Setting) -> tuple[Any, Any, Any, Any]:
+    """World, agent, policy and controllers of a setting, cached per worker process."""
+    key = (setting.config.env, setting.delay, setting.agent, setting.switch, repr(setting.config))
+    if key not in _CACHE:
+        from mopmc.runtime import highway_adapter as hw
+        from mopmc.runtime.delay import parse_delay_spec
+        from mopmc.runtime.policy import parse_switch
+        from mopmc.runtime.simulate import _controllers
+
+        distribution = parse_delay_spec(setting.delay)
+        world = hw.RealtimeHighwayEnv(setting.config.env, distribution)
+        agent = hw.IdmAgent(world) if setting.agent == "idm" else hw.load_agent(setting.agent)
+        policy = parse_switch(setting.switch, setting.config.switch.configurations)
+        _CACHE.clear()  # one setting at a time per worker keeps memory flat
+        _CACHE[key] = (world, agent, policy, _controllers(setting.config, world.decision_period), distribution)
+    return _CACHE[key]
+
+
+def run_job(setting: Setting, episode: int) -> dict[str, Any]:
+    """Run one episode of ``setting``; returns its JSON-ready document."""
+    from mopmc.runtime.episode import ExitCondition, episode_seeds, run_episode
+    from mopmc.runtime.policy import SchedulerPolicy
+
+    world, agent, policy, controllers, distribution = _runtime(setting)
+    k = setting.config.switch.min_consecutive_calls
+    if isinstance(policy, SchedulerPolicy) and policy.scheduler.binding.min_consecutive_calls is not None:
+        k = policy.scheduler.binding.min_consecutive_calls
+    result = run_episode(
+        world, agent, distribution, episode_seeds(setting.seed, episode), episode=episode, policy=policy,
+        controllers=controllers, k=k, exit_condition=ExitCondition(setting.config.switch.exit_headway),
+        secondary_delay=setting.config.switch.secondary_delay,
+    )
+    return {"format": FORMAT, "setting": setting.name, "episode": episode, "seed": setting.seed,
+            "terminated": result.terminated, "fields": list(StepRecord._fields),
+            "records": [list(r) for r in result.records]}
+
+
+# --- files ---------------------------------------------------------------------------------------
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that the file appears whole or not at all."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    _fsync_dir(path.parent)
+
+
+def episode_path(out: Path, setting: str, episode: int) -> Path:
+    return out / "episodes" / setting / f"{episode:06d}.json"
+
+
+def episode_from_doc(doc: dict[str, Any]) -> EpisodeResult:
+    """An :class:`EpisodeResult` from an episode file's document."""
+    records = tuple(StepRecord(*r) for r in doc["records"])
+    return EpisodeResult(int(doc["episode"]), records, bool(doc["terminated"]))
+
+
+def read_episode(path: Path) -> EpisodeResult:
+    try:
+        return episode_from_doc(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConfigError(f"{path}: not a readable sweep episode file ({exc})") from None
+
+
+def _manifest(settings: Sequence[Setting], episodes: int) -> dict[str, Any]:
+    described = [s.describe() for s in settings]
+    fingerprint = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
+    return {"format": FORMAT, "episodes": episodes, "fingerprint": fingerprint, "settings": described}
+
+
+def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
+    names = [s.name for s in settings]
+    for name in names:
+        if not _NAME.match(name):
+            raise ConfigError(f"setting name {name!r}: use letters, digits and . _ @ + = - only")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"setting names must be unique, got {names}")
+    if episodes < 1:
+        raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    manifest = _manifest(settings, episodes)
+    path = out / "sweep.json"
+    if path.exists():
+        try:
+            old = json.loads(path.read_text())
+        except ValueError:
+            raise ConfigError(f"{path}: corrupt manifest; remove {out} or use another output folder") from None
+        if old.get("fingerprint") != manifest["fingerprint"]:
+            raise ConfigError(f"{out}: holds a sweep with other settings; use another output folder")
+        if old.get("episodes") != episodes:
+            manifest["episodes"] = max(episodes, int(old.get("episodes", 0)))
+    write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    for tmp in (out / "episodes").glob("*/*.tmp"):
+        tmp.unlink()
+
+
+def pending_jobs(out: Path, settings: Sequence[Setting], episodes: int) -> tuple[list[Job], int]:
+    """Jobs without an episode file, and how many have one."""
+    jobs, done = [], 0
+    for s in settings:
+        for e in range(episodes):
+            if episode_path(out, s.name, e).exists():
+                done += 1
+            else:
+                jobs.append(Job(s.name, e, s.seed))
+    return jobs, done
+
+
+# --- backends ------------------------------------------------------------------------------------
+def _local(by_name: dict[str, Setting], jobs: Sequence[Job], workers: int) -> Iterator[dict[str, Any]]:
+    if workers <= 1:
+        for job in jobs:
+            yield run_job(by_name[job.setting], job.episode)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    # spawn, not fork: the parent may hold threads (the progress bar) and loaded simulators
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = [pool.submit(run_job, by_name[j.setting], j.episode) for j in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+
+
+def run_sweep(
+    out: str | Path,
+    settings: Sequence[Setting],
+    episodes: int,
+    *,
+    workers: int | None = None,
+    ray_address: str | None = None,
+    progress: bool = False,
+    on_episode: Callable[[dict[str, Any]], None] | None = None,
+) -> SweepResult:
+    """Run every missing episode of ``settings`` (``episodes`` each) and return all of them.
+
+    Args:
+        out: output folder (created; an existing sweep there is resumed).
+        settings: the settings; names are folder names.
+        episodes: episodes per setting (episode indices ``0 .. episodes - 1``).
+        workers: local processes (default: CPU count; ``0``/``1`` runs in this process).
+        ray_address: run on Ray instead (``local`` starts a local instance, else ``ray.init(address)``).
+        progress: show a rich progress bar (episodes done, ETA) on stderr.
+        on_episode: called with each newly finished episode document.
+    """
+    out = Path(out)
+    _prepare(out, settings, episodes)
+    by_name = {s.name: s for s in settings}
+    jobs, skipped = pending_jobs(out, settings, episodes)
+    if ray_address is not None:
+        from mopmc.runtime import ray_adapter
+
+        results = ray_adapter.run_jobs(ray_address, run_job, [(by_name[j.setting], j.episode) for j in jobs],
+                                       num_cpus=workers)
+    else:
+        results = _local(by_name, jobs, (os.cpu_count() or 1) if workers is None else workers)
+    ran = 0
+    bar = _Progress(len(jobs) + skipped, skipped) if progress else None
+    try:
+        for doc in results:
+            write_atomic(episode_path(out, doc["setting"], doc["episode"]), json.dumps(doc) + "\n")
+            ran += 1
+            if bar is not None:
+                bar.advance()
+            if on_episode is not None:
+                on_episode(doc)
+    finally:
+        if bar is not None:
+            bar.close()
+    loaded = {s.name: tuple(read_episode(episode_path(out, s.name, e)) for e in range(episodes)) for s in settings}
+    return SweepResult(out, ran, skipped, loaded)
+
+
+class _Progress:
+    """A rich progress bar on stderr: episodes done of all, elapsed, ETA."""
+
+    def __init__(self, total: int, done: int) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self._progress = Progress(
+            TextColumn("episodes"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"),
+            TimeRemainingColumn(), console=Console(stderr=True),
+        )
+        self._progress.start()
+        self._task = self._progress.add_task("episodes", total=total, completed=done)
+
+    def advance(self) -> None:
+        self._progress.advance(self._task)
+
+    def close(self) -> None:
+        self._progress.stop()

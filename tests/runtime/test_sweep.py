@@ -1,0 +1,108 @@
+"""Sweeps: resume after a real kill without loss or repetition; local pool and Ray give the same files."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("highway_env")
+
+from mopmc.errors import ConfigError
+from mopmc.runtime.sweep import Setting, episode_path, read_episode, run_sweep, small_config
+
+EPISODES = 6
+
+
+def _settings() -> list[Setting]:
+    config = small_config(vehicles=4, duration=8)
+    return [Setting("none", delay="exp:0.2", config=config, seed=3),
+            Setting("C2", delay="exp:0.2", switch="C2", config=config, seed=3)]
+
+
+_SCRIPT = """
+import sys
+from mopmc.runtime.sweep import Setting, run_sweep, small_config
+config = small_config(vehicles=4, duration=8)
+settings = [Setting("none", delay="exp:0.2", config=config, seed=3),
+            Setting("C2", delay="exp:0.2", switch="C2", config=config, seed=3)]
+run_sweep(sys.argv[1], settings, %d, workers=int(sys.argv[2]))
+""" % EPISODES
+
+
+def _files(out: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(out)): (p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in sorted((out / "episodes").glob("*/*.json"))}
+
+
+def _contents(out: Path) -> dict[str, str]:
+    return {str(p.relative_to(out)): p.read_text() for p in sorted((out / "episodes").glob("*/*.json"))}
+
+
+def test_killed_sweep_resumes_without_loss_or_repetition(tmp_path: Path) -> None:
+    interrupted = tmp_path / "interrupted"
+    proc = subprocess.Popen([sys.executable, "-c", _SCRIPT, str(interrupted), "2"], start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 90
+    while (len(_files(interrupted)) if (interrupted / "episodes").exists() else 0) < 3:
+        assert proc.poll() is None, proc.stderr.read().decode()  # type: ignore[union-attr]
+        assert time.monotonic() < deadline, "the sweep wrote no episodes"
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)  # the sweep and its pool workers, mid-way
+    proc.wait()
+    before = _files(interrupted)
+    assert 3 <= len(before) < 2 * EPISODES, "the kill came too late to interrupt anything"
+
+    resumed = run_sweep(interrupted, _settings(), EPISODES, workers=0)
+    assert resumed.skipped == len(before)
+    assert resumed.ran == 2 * EPISODES - len(before)
+    after = _files(interrupted)
+    assert {k: after[k] for k in before} == before  # finished episodes were not rewritten
+    assert not list(interrupted.glob("episodes/*/*.tmp"))
+
+    reference = tmp_path / "reference"
+    full = run_sweep(reference, _settings(), EPISODES, workers=0)
+    assert full.ran == 2 * EPISODES and full.skipped == 0
+    assert _contents(interrupted) == _contents(reference)
+    assert [len(e.records) for e in resumed.episodes["C2"]] == [8] * EPISODES
+    assert any(r.controller != "primary" for e in resumed.episodes["C2"] for r in e.records)
+
+
+def test_episode_files_are_the_run_episodes(tmp_path: Path) -> None:
+    from mopmc.runtime.simulate import simulate
+
+    setting = _settings()[1]
+    run_sweep(tmp_path, [setting], 2, workers=0)
+    direct = simulate(episodes=2, delay=setting.delay, switch=setting.switch, seed=setting.seed, config=setting.config)
+    for e in range(2):
+        assert read_episode(episode_path(tmp_path, "C2", e)).records == direct.episodes[e].records
+
+
+def test_restart_with_other_settings_is_refused(tmp_path: Path) -> None:
+    run_sweep(tmp_path, _settings()[:1], 1, workers=0)
+    other = [Setting("none", delay="exp:0.3", config=small_config(vehicles=4, duration=8), seed=3)]
+    with pytest.raises(ConfigError, match="other settings"):
+        run_sweep(tmp_path, other, 1, workers=0)
+    with pytest.raises(ConfigError, match="setting name"):
+        run_sweep(tmp_path / "x", [Setting("a/b")], 1, workers=0)
+
+
+def test_ray_local_instance_gives_the_same_episodes(tmp_path: Path) -> None:
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'mopmc[cluster]')")
+    settings = _settings()
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = run_sweep(tmp_path / "ray", settings, 2, ray_address="auto")
+    finally:
+        ray.shutdown()
+    assert on_ray.ran == 4
+    run_sweep(tmp_path / "local", settings, 2, workers=0)
+    assert _contents(tmp_path / "ray") == _contents(tmp_path / "local")
+    doc = json.loads((tmp_path / "ray" / "sweep.json").read_text())
+    assert [s["name"] for s in doc["settings"]] == ["none", "C2"]
