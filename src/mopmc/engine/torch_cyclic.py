@@ -15,9 +15,10 @@ ties, as on the CPU. Evaluation:
   steps). Since ``V - x_k = P_pi^k (V - x_0)``, ``|V - x_k| <= |y_k| |x_k - x_0| / (1 - |y_k|)`` (max
   norms, ``P_pi >= 0``): a sound bound, tested on the
   device every ``check_every`` sweeps (one host sync per test) until it is below ``precision`` times
-  ``max(1, |x|)``. A switch then needs an improvement above twice that bound. The returned bound
-  covers the returned values as values of the returned scheduler; that no other policy is better
-  by more than the stopping margin rests on policy iteration's stopping rule.
+  ``max(1, |x|)``. A switch then needs an improvement above twice that bound. At the end the
+  optimum is certified as in optimistic value iteration (Hartmanns & Kaminski 2020): an upper
+  guess ``U`` above the values is iterated with the Bellman operator until ``T U <= U``, which
+  bounds every proper policy's value; the block fails loudly when that does not happen quickly.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class DeviceBlock:
         rows = engine.loc[k0:k1].cpu().numpy()
         inside = (tg >= a) & (tg < b)
         self.dense = self.n <= engine.dense_limit
-        put = lambda x, dt: torch.as_tensor(np.ascontiguousarray(x), device=dev, dtype=dt)  # noqa: E731
+        put = lambda x, dt: torch.tensor(np.ascontiguousarray(x), device=dev, dtype=dt)  # noqa: E731
         self.in_rows = put(rows[inside], torch.int64)
         self.in_cols = put(tg[inside] - a, torch.int64)
         self.in_vals = put(problem.probs[k0:k1][inside], torch.float64)
@@ -58,7 +59,7 @@ class DeviceBlock:
         self.out_tgt = put(tg[~inside], torch.int64)
         self.out_vals = put(problem.probs[k0:k1][~inside], torch.float64)
         self.own = engine.own[c0:c1]
-        self.in_owner = self.own[self.in_rows]
+        self.in_owner = self.own.index_select(0, self.in_rows)
         self.first = put(problem.row_groups[a:b] - c0, torch.int64)
         # host copies for the properness check (only with negative weights, as the CPU engine)
         self._host_in = (rows[inside], tg[inside] - a)
@@ -67,16 +68,17 @@ class DeviceBlock:
         self._leaves = leaves | problem.exits[c0:c1]
 
     # ------------------------------------------------------------------ one direction
-    def solve(self, rho, VX, choice, start_policy: np.ndarray, check_proper: bool) -> float:
-        """Optimise the block in place (``VX``, ``choice``); return the error bound on its values."""
+    def solve(self, rho, VX, choice, start_policy: np.ndarray, check_proper: bool) -> tuple[float, float]:
+        """Optimise the block in place (``VX``, ``choice``); return ``(gap, error)``: bounds on how much
+        a proper policy beats the weighted value, and on the values' distance to the returned policy's."""
         torch = self.torch
         a, b, c0, c1, _, _ = self.L
         eng = self.engine
         out = VX.new_zeros((self.nc, VX.shape[1]))
         if len(self.out_rows):
-            out.index_add_(0, self.out_rows, self.out_vals[:, None] * VX[self.out_tgt])
+            out.index_add_(0, self.out_rows, self.out_vals[:, None] * VX.index_select(0, self.out_tgt))
         out_v = rho[c0:c1] + out[:, 0]
-        pol = torch.as_tensor(np.asarray(start_policy[a:b]) - c0, device=eng.device, dtype=torch.int64)
+        pol = torch.tensor(np.asarray(start_policy[a:b]) - c0, device=eng.device, dtype=torch.int64)
         own = self.own
         big = torch.iinfo(torch.int64).max
         local = torch.arange(self.nc, device=eng.device, dtype=torch.int64)
@@ -85,26 +87,50 @@ class DeviceBlock:
         while True:
             rounds += 1
             solver = self._evaluator(pol)
-            vb, err = solver(out_v[pol][:, None], None if vb is None else vb[:, None])
+            vb, err = solver(out_v.index_select(0, pol)[:, None], None if vb is None else vb[:, None])
             vb = vb[:, 0]
-            q = out_v.index_add(0, self.in_rows, self.in_vals * vb[self.in_cols])
+            q = out_v.index_add(0, self.in_rows, self.in_vals * vb.index_select(0, self.in_cols))
             best = torch.full((self.n,), -np.inf, device=q.device, dtype=q.dtype).scatter_reduce_(0, own, q, "amax")
-            cur = q[pol]
+            cur = q.index_select(0, pol)
             margin = torch.clamp(_IMPROVE * torch.clamp(cur.abs(), min=1.0), min=2.0 * float(err[0]))
             better = best > cur + margin
             if not bool(better.any()) or rounds >= _MAX_ROUNDS:
                 break
-            cand = torch.where(q >= best[own], local, big)
+            cand = torch.where(q >= best.index_select(0, own), local, big)
             argbest = torch.full((self.n,), big, device=q.device, dtype=torch.int64).scatter_reduce_(0, own, cand, "amin")
             pol = torch.where(better, argbest, pol)
             if check_proper:
                 self._check_proper(pol.cpu().numpy())
-        rhs = eng.rewards[c0 + pol] + out[pol, 1:]
+        rhs = eng.rewards.index_select(0, c0 + pol) + out.index_select(0, pol)[:, 1:]
         xb, errx = solver(rhs)
         VX[a:b, 0] = vb
         VX[a:b, 1:] = xb
         choice[a:b] = c0 + pol
-        return float(errx.max()) if len(errx) else 0.0
+        error = float(errx.max()) if len(errx) else 0.0
+        gap = 0.0 if self.dense else self._certify(out_v, vb, float(err[0]))
+        return gap, error
+
+    def _certify(self, out_v, vb, err: float) -> float:
+        """A certified bound on how much any proper policy beats ``vb`` (optimistic verification).
+
+        ``U = vb + err + precision * max(1, |vb|)`` is iterated with the Bellman operator ``T`` until
+        ``T U <= U``; then every proper policy's value is at most ``U`` (``V_sigma = lim T_sigma^k U <= U``).
+        """
+        torch = self.torch
+        eng = self.engine
+        own = self.own
+        U = vb + err + eng.precision * torch.clamp(vb.abs(), min=1.0)
+        for _ in range(64):
+            for _ in range(eng.check_every):
+                q = out_v.index_add(0, self.in_rows, self.in_vals * U.index_select(0, self.in_cols))
+                TU = torch.full((self.n,), -np.inf, device=q.device, dtype=q.dtype).scatter_reduce_(0, own, q, "amax")
+                if bool((TU <= U).all()):
+                    return float((U - vb).max()) + err
+                U = TU
+        raise MopmcError(
+            f"torch engine: could not certify the optimum of a cyclic block of {self.n} states to precision "
+            f"{eng.precision:g}; raise dense_limit above {self.n} to solve it exactly"
+        )
 
     # ------------------------------------------------------------------ policy evaluation
     def _evaluator(self, pol):
@@ -112,7 +138,7 @@ class DeviceBlock:
         torch = self.torch
         chosen = torch.zeros(self.nc, device=pol.device, dtype=torch.bool)
         chosen[pol] = True
-        vals = self.in_vals * chosen[self.in_rows]
+        vals = self.in_vals * chosen.index_select(0, self.in_rows)
         if self.dense:
             M = torch.eye(self.n, device=pol.device, dtype=torch.float64)
             M.index_put_((self.in_owner, self.in_cols), -vals, accumulate=True)
@@ -137,7 +163,7 @@ class DeviceBlock:
         owner, cols = self.in_owner, self.in_cols
 
         def step(x):
-            return x.new_zeros(x.shape).index_add_(0, owner, vals[:, None] * x[cols])
+            return x.new_zeros(x.shape).index_add_(0, owner, vals[:, None] * x.index_select(0, cols))
 
         x0 = torch.zeros_like(rhs) if x0 is None else x0
         x = x0
