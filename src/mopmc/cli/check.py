@@ -30,6 +30,7 @@ def check_command(
     export_scheduler: str | None,
     precision: float,
     engine: str,
+    device: str | None = None,
 ) -> None:
     """The body of ``mopmc check`` (wrapped by :func:`run_cli` in :func:`check`)."""
     from mopmc.io.load import load
@@ -38,8 +39,10 @@ def check_command(
 
     if (prop is None) == (props_file is None):
         raise PropertyError("give exactly one of --prop TEXT or --props FILE")
-    if engine not in ("kernel", "lp"):
-        raise PropertyError(f"--engine {engine!r}: use kernel or lp")
+    if engine not in ("kernel", "lp", "torch"):
+        raise PropertyError(f"--engine {engine!r}: use kernel, lp or torch")
+    if device is not None and engine != "torch":
+        raise PropertyError(f"--device {device}: only --engine torch runs on a device")
     if not 0 < precision < 1:
         raise PropertyError(f"--precision {precision}: give a relative precision between 0 and 1, e.g. 1e-6")
     text = prop if prop is not None else read_property_file(props_file)
@@ -50,9 +53,9 @@ def check_command(
     rows, schedulers, infinite = [], [], []
     for p in props:
         if p.multi:
-            row, sched = _multi(loaded.model, p, engine, precision), None
+            row, sched = _multi(loaded.model, p, engine, precision, device), None
         else:
-            res = check_single(loaded.model, p, precision=precision, engine=engine)
+            res = check_single(loaded.model, p, precision=precision, engine=engine, device=device)
             row, sched = res.to_json(), res.scheduler
             if res.status == "infinite":
                 infinite.append(res.message)
@@ -71,13 +74,13 @@ def check_command(
         raise SystemExit(2)
 
 
-def _multi(model, p, engine: str, precision: float) -> dict:
+def _multi(model, p, engine: str, precision: float, device: str | None = None) -> dict:
     try:
         from mopmc.queries.dispatch import multi_query
     except ImportError:
         raise PropertyError(f"{p.text}: multi-objective queries are not implemented yet") from None
     start = time.perf_counter()
-    res = multi_query(model, p, engine=engine, precision=precision)
+    res = multi_query(model, p, engine=engine, precision=precision, device=device)
     out = res.to_json() if hasattr(res, "to_json") else {"value": getattr(res, "value", None)}
     out.setdefault("property", p.text)
     out.setdefault("kind", p.kind)
@@ -129,7 +132,8 @@ def check(
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list, one object per property."),
     export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the optimal scheduler as JSON."),
     precision: float = typer.Option(1e-6, "--precision", help="Relative precision for iterative methods."),
-    engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU) or lp (exact occupation LP)."),
+    engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP) or torch (the kernel on a PyTorch device)."),
+    device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
 ) -> None:
     """Check properties: single-objective values, and multi(...) queries."""
-    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine))
+    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device))

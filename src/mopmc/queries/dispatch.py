@@ -6,18 +6,24 @@ from mopmc.queries.multi import DEFAULT_PRECISION, MultiResult, achievability, n
 from mopmc.queries.oracle import Oracle, lp_oracle
 
 
-def make_oracle(model, objectives, engine: str = "kernel") -> Oracle:
-    """The weighted-optimisation oracle of an engine: ``kernel`` (iterative CPU) or ``lp`` (exact)."""
+def make_oracle(model, objectives, engine: str = "kernel", device: str | None = None) -> Oracle:
+    """The weighted-optimisation oracle of an engine: ``kernel`` (iterative CPU), ``lp`` (exact) or
+    ``torch`` (the kernel on a torch ``device``: cuda or cpu)."""
     if engine == "lp":
         return lp_oracle(model, objectives)
+    if engine == "torch":
+        from mopmc.engine.torch_engine import torch_oracle
+
+        return torch_oracle(model, objectives, device=device)
     from mopmc.engine.oracle import kernel_oracle  # provided by the engine package
 
     return kernel_oracle(model, objectives)
 
 
-def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION) -> MultiResult:
+def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION,
+                device: str | None = None) -> MultiResult:
     """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property."""
-    oracle = make_oracle(model, prop.objectives, engine)
+    oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
     if kind == "achievability":
         return achievability(oracle, prop.objectives, precision=precision)

@@ -74,6 +74,7 @@ def check(
     precision: float = DEFAULT_PRECISION,
     engine: str = "kernel",
     method: str = "auto",
+    device: str | None = None,
 ) -> SingleResult:
     """Optimise one objective (``min``/``max``) on ``model``; see the module docstring.
 
@@ -93,8 +94,12 @@ def check(
                 raise InfiniteValueError(f"{model.source}: {o.text} is infinite")
         elif engine == "kernel":
             value, sched, bound = _kernel_value(model, o, {"precision": precision, "method": method})
+        elif engine == "torch":  # the kernel on a torch device (``device``: cuda or cpu)
+            from mopmc.engine.torch_engine import TorchEngine
+
+            value, sched, bound = _kernel_value(model, o, {"precision": precision, "device": device}, TorchEngine)
         else:
-            raise PropertyError(f"unknown engine {engine!r}; use kernel or lp")
+            raise PropertyError(f"unknown engine {engine!r}; use kernel, lp or torch")
     except InfiniteValueError as exc:
         inf = math.inf if o.sense == "max" else -math.inf
         if o.kind == "reach_reward" or getattr(exc, "against", False):
@@ -112,9 +117,11 @@ def check_value(model: SparseMDP, prop: Property, **kw) -> SingleResult:
     return res
 
 
-def _kernel_value(model: SparseMDP, o: Objective, options: dict):
+def _kernel_value(model: SparseMDP, o: Objective, options: dict, make=None):
     from mopmc.engine.kernel import Engine
     from mopmc.engine.reductions import graph
+
+    Engine = make or Engine  # noqa: N806 (the torch engine takes the same arguments)
 
     if o.kind != "reach_reward":
         res = Engine(model, [o], **options).optimise([1.0])
