@@ -176,6 +176,11 @@ def induced_chain(model: SparseMDP, policy: Policy, objectives: Sequence[Objecti
     if len(sorted_keys) > 1 and np.any(sorted_keys[1:] == sorted_keys[:-1]):
         raise SchedulerError("the scheduler has two entries for the same (state, memory)")
     counts = np.diff(model.row_groups)
+    reach_only = len(objectives) > 0 and all(b >= 0 for b in obj_bit)
+    obj_mask = 0
+    for b in obj_bit:
+        if b >= 0:
+            obj_mask |= 1 << b
 
     frontier = np.array([model.initial], np.int64)
     seen = frontier.copy()
@@ -188,7 +193,16 @@ def induced_chain(model: SparseMDP, policy: Policy, objectives: Sequence[Objecti
         pos = np.searchsorted(sorted_keys, (b & pmask) * n + s)
         pos_ok = np.minimum(pos, max(len(sorted_keys) - 1, 0))
         found = (pos < len(sorted_keys)) & (sorted_keys[pos_ok] == (b & pmask) * n + s) if len(sorted_keys) else np.zeros(len(s), bool)
-        lost = np.flatnonzero(~found)
+        # nothing left to collect once every reachability objective is decided; a policy with goal
+        # memory need not say what it does then (the kernel drops those product states)
+        if reach_only:
+            done = (b & obj_mask) == obj_mask
+        elif not objectives and policy.n_bits:
+            done = ((b & pmask) == pmask) & ~found
+        else:
+            done = np.zeros(len(s), bool)
+        found &= ~done
+        lost = np.flatnonzero(~found & ~done)
         if len(lost):
             several = lost[counts[s[lost]] > 1]
             if len(several) and missing != "first":

@@ -59,8 +59,10 @@ def randomise(model: SparseMDP, mixture: Mixture) -> Randomised:
         choice[k, at] = p.choice
         occ = occupation(model, p)
         where = np.searchsorted(keys, occ.keys)
-        rec = occ.recurrent
-        visits[k, where[~rec]] = occ.visits[~rec]
+        known = (where < kk) & (keys[np.minimum(where, kk - 1)] == occ.keys)  # others: the policy's end
+        rec = occ.recurrent[known]
+        where, vis = where[known], occ.visits[known]
+        visits[k, where[~rec]] = vis[~rec]
         recurrent[k, where[rec]] = True
     through = lams @ visits
     stays = lams @ recurrent
