@@ -99,3 +99,80 @@ def _simulate(
         typer.echo(json.dumps(doc, indent=2, sort_keys=True, allow_nan=False))
     else:
         typer.echo(_render(doc))
+
+
+@app.command()
+def estimate(
+    logs: list[Path] = typer.Argument(..., help="Step logs: CSV files of 'rt simulate --log', or sweep folders / episode files."),
+    out: Path = typer.Option(..., "--out", help="Parameter file to write (YAML, docs/parameter-file.md)."),
+    reference: Optional[Path] = typer.Option(None, "--reference", help="Reference run (a log or sweep folder) whose P10 TTC and P50 HW are the scores."),
+    ttc_score: Optional[float] = typer.Option(None, "--ttc-score", help="TTC score [s] (instead of the reference run's P10)."),
+    hw_score: Optional[float] = typer.Option(None, "--hw-score", help="Headway score [s] (instead of the reference run's P50)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Runtime config the logs were made with (configurations, k, n)."),
+    n: Optional[int] = typer.Option(None, "--n", help="Episode length n of the model (default: the config's duration x policy frequency)."),
+    method: str = typer.Option("clopper-pearson", "--ci", help="Interval: clopper-pearson or wilson."),
+    level: float = typer.Option(0.95, "--level", help="Confidence level of the intervals."),
+) -> None:
+    """Estimate the switch model's probabilities per (configuration, controller) from runtime logs."""
+    from mopmc.cli.common import run_cli
+
+    run_cli(lambda: _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, level))
+
+
+def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, level) -> None:  # type: ignore[no-untyped-def]
+    from mopmc.errors import ConfigError
+    from mopmc.runtime.config import RuntimeConfig, load_config
+    from mopmc.runtime.estimate import Score, estimate_parameters, load_logs, reference_scores, write_parameters
+
+    cfg = load_config(config) if config is not None else RuntimeConfig()
+    if reference is None and (ttc_score is None or hw_score is None):
+        raise ConfigError("give --reference RUN (its P10 TTC and P50 HW are the scores) or both --ttc-score and --hw-score")
+    ref = reference_scores(load_logs([reference]), str(reference)) if reference is not None else None
+    ttc = Score(ttc_score, "given", {"source": "--ttc-score"}) if ttc_score is not None else ref[0]  # type: ignore[index]
+    hw = Score(hw_score, "given", {"source": "--hw-score"}) if hw_score is not None else ref[1]  # type: ignore[index]
+    steps = n if n is not None else int(round(cfg.env.duration * cfg.env.policy_frequency))
+    doc = estimate_parameters(load_logs(logs), cfg.switch.configurations, n=steps, k=cfg.switch.min_consecutive_calls,
+                              ttc=ttc, hw=hw, method=method, level=level)
+    write_parameters(doc, out)
+    confs = ", ".join(c["name"] for c in doc["configurations"])
+    typer.echo(f"{doc['provenance']['steps']} steps of {doc['provenance']['episodes']} episode(s) -> {out} ({confs}; "
+               f"TTC score {ttc.value:.4g} s, HW score {hw.value:.4g} s)")
+
+
+experiment_app = typer.Typer(help="The paper's experiments (tables), built on resumable sweeps.", no_args_is_help=True)
+app.add_typer(experiment_app, name="experiment")
+
+
+@experiment_app.command("table4")
+def table4(
+    out: Path = typer.Option(..., "--out", help="Output folder (episodes, table4.csv/.md/.json/.png); an existing run there is resumed."),
+    episodes: int = typer.Option(20, "--episodes", "-n", help="Episodes per (method, delay)."),
+    delays: str = typer.Option("0.10,0.15,0.20,0.25,0.30", "--delays", help="Average delays [s], comma-separated (exponential delays of that mean)."),
+    scheduler: list[Path] = typer.Option([], "--scheduler", help="An exported scheduler file to compare too (repeatable)."),
+    methods: str = typer.Option("C1,C2,C3,C4,uniform", "--methods", help="Built-in switches to compare with 'none'."),
+    agent: str = typer.Option("idm", "--agent", help="idm or [ALGO:]PATH of a Stable-Baselines3 model."),
+    vehicles: Optional[int] = typer.Option(None, "--vehicles", help="Other vehicles (default: the config's, 50)."),
+    seed: int = typer.Option(0, "--seed", help="Root seed (the same for every method: paired episodes)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Runtime config file (JSON or YAML)."),
+    ttc_score: Optional[float] = typer.Option(None, "--ttc-score", help="PR TTC score [s] (default: the no-switch P10 TTC at each delay)."),
+    hw_score: Optional[float] = typer.Option(None, "--hw-score", help="PR HW score [s] (default: the no-switch P50 HW at each delay)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Local processes (default: all CPUs; 0 = in this process)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the paired differences."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table4.png (needs matplotlib)."),
+) -> None:
+    """Table 4: no switch vs C1-C4, uniform and scheduler files under average delays, as differences to no switch."""
+    from mopmc.cli.common import run_cli
+
+    def body() -> None:
+        from mopmc.runtime.experiments.table4 import Table4Spec, run_table4
+
+        spec = Table4Spec.from_options(
+            episodes=episodes, delays=delays, methods=methods, schedulers=[str(s) for s in scheduler], agent=agent,
+            vehicles=vehicles, seed=seed, config=config, ttc_score=ttc_score, hw_score=hw_score, bootstrap=bootstrap,
+        )
+        result = run_table4(out, spec, workers=workers, ray_address=ray, progress=True, plot=plot)
+        typer.echo(result.markdown)
+        typer.echo(f"-> {', '.join(str(p) for p in result.files)}", err=True)
+
+    run_cli(body)

@@ -1,0 +1,299 @@
+"""Estimate the switch model's probabilities from runtime logs: the design layer's parameter file.
+
+Per configuration (in the runtime configuration's order, so index ``i`` is ``conf = i`` of the
+model) and per active controller, with the model's own semantics (``docs/parameter-file.md``):
+
+- ``enter``: over the *rounds that start in CHOOSE* with this configuration (the first step of an
+  episode, or a step after a primary step or after an exit), the fraction handed to the secondary
+  (the model's branch ``z >= t`` at ``sc``);
+- ``exit``: over the secondary steps with this configuration, the fraction whose exit condition
+  phi held (the model's ``exit_ok`` at ``ss3``, checked after every secondary call whatever ``cc``);
+- metric outcomes, separately for the primary's and the secondary's steps with this configuration:
+  ``hw`` headway <= the HW score, ``ttc`` TTC <= the TTC score, ``ld`` lane departure.
+
+Each proportion comes with a confidence interval (Clopper-Pearson by default, or Wilson); the
+counts, intervals, method and the logs' sha256 go into ``provenance.estimates``. The scores are
+given, or computed from a named reference run (P10 of TTC, P50 of headway, capped as in
+:mod:`mopmc.runtime.aggregate`) and recorded with that run's provenance.
+
+The intervals treat the steps as independent trials given (configuration, controller): exact for
+data from the switch model itself, an approximation for the simulator, whose steps within an
+episode are dependent.
+
+Logs: CSV files of ``mopmc rt simulate --log``, sweep folders (``OUT`` or ``OUT/episodes/SETTING``
+of :mod:`mopmc.runtime.sweep`), or single episode files.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from mopmc.errors import ConfigError
+from mopmc.runtime.episode import EpisodeResult, StepRecord
+from mopmc.runtime.metrics import HEADWAY_CAP, TTC_CAP
+from mopmc.runtime.switch import Configuration
+
+PARAMETER_FORMAT = "mopmc-switch-parameters/1"
+METHODS = ("clopper-pearson", "wilson")
+
+
+class Proportion(NamedTuple):
+    """successes / trials with a confidence interval [low, high]."""
+
+    value: float
+    low: float
+    high: float
+    successes: int
+    trials: int
+
+
+def wilson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval."""
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + level / 2))
+    p = successes / trials
+    denom = 1 + z * z / trials
+    centre = (p + z * z / (2 * trials)) / denom
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def clopper_pearson(successes: int, trials: int, level: float = 0.95) -> tuple[float, float]:
+    """Clopper-Pearson (exact binomial) interval; coverage at least ``level``."""
+    from scipy.stats import beta
+
+    alpha = 1 - level
+    low = 0.0 if successes == 0 else float(beta.ppf(alpha / 2, successes, trials - successes + 1))
+    high = 1.0 if successes == trials else float(beta.ppf(1 - alpha / 2, successes + 1, trials - successes))
+    return low, high
+
+
+def proportion(successes: int, trials: int, method: str = "clopper-pearson", level: float = 0.95) -> Proportion:
+    if method not in METHODS:
+        raise ConfigError(f"unknown interval method {method!r}; use {' or '.join(METHODS)}")
+    low, high = (clopper_pearson if method == "clopper-pearson" else wilson)(successes, trials, level)
+    return Proportion(successes / trials, low, high, successes, trials)
+
+
+# --- reading logs --------------------------------------------------------------------------------
+class LogSet(NamedTuple):
+    """Episodes read from log files, with the files' provenance."""
+
+    episodes: tuple[EpisodeResult, ...]
+    sources: tuple[dict[str, Any], ...]
+
+
+def _opt(text: str, cast: Any) -> Any:
+    return None if text == "" else cast(text)
+
+
+def _bool(text: str) -> bool:
+    if text not in ("True", "False", "1", "0", "true", "false"):
+        raise ValueError(f"not a boolean: {text!r}")
+    return text in ("True", "1", "true")
+
+
+def _read_csv(path: Path) -> list[EpisodeResult]:
+    casts = (int, int, float, float, float, str, str, int, _bool, _bool, _bool, float, float, _bool, int)
+    optional = {"configuration", "cc", "exit_condition", "exit_allowed", "exited"}
+    by_episode: dict[int, list[StepRecord]] = {}
+    with path.open(newline="") as handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if header is None or tuple(header) != StepRecord._fields:
+            raise ConfigError(f"{path}:1: not a runtime step log (expected the header {','.join(StepRecord._fields)})")
+        for line, row in enumerate(reader, start=2):
+            try:
+                values = [_opt(v, c) if f in optional else c(v) for f, v, c in zip(StepRecord._fields, row, casts, strict=True)]
+            except ValueError as exc:
+                raise ConfigError(f"{path}:{line}: bad step record ({exc})") from None
+            rec = StepRecord(*values)
+            by_episode.setdefault(rec.episode, []).append(rec)
+    return [EpisodeResult(e, tuple(sorted(r, key=lambda x: x.step)), False) for e, r in sorted(by_episode.items())]
+
+
+def _files(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    if (path / "episodes").is_dir():
+        path = path / "episodes"
+    files = sorted(path.glob("*.json")) + sorted(path.glob("*/*.json"))
+    if not files:
+        raise ConfigError(f"{path}: no step logs (CSV) or sweep episode files (*.json) there")
+    return files
+
+
+def load_logs(paths: Iterable[str | Path]) -> LogSet:
+    """Read CSV step logs and sweep episode files (folders are searched for ``*.json`` episodes)."""
+    from mopmc.runtime.sweep import read_episode
+
+    episodes: list[EpisodeResult] = []
+    sources = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise ConfigError(f"{path}: log not found")
+        digest = hashlib.sha256()
+        found = []
+        for f in _files(path):
+            digest.update(f.read_bytes())
+            found += _read_csv(f) if f.suffix == ".csv" else [read_episode(f)]
+        episodes += found
+        sources.append({"path": str(path), "sha256": digest.hexdigest(), "episodes": len(found),
+                        "steps": sum(len(e.records) for e in found)})
+    return LogSet(tuple(episodes), tuple(sources))
+
+
+# --- scores --------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Score:
+    """A metric score with where it came from."""
+
+    value: float
+    statistic: str
+    provenance: dict[str, Any]
+
+
+def reference_scores(reference: LogSet, name: str) -> tuple[Score, Score]:
+    """P10 TTC and P50 HW (capped, linear percentiles over all steps) of a reference run."""
+    records = [r for e in reference.episodes for r in e.records]
+    if not records:
+        raise ConfigError(f"reference run {name}: no steps")
+    ttc = np.minimum([r.ttc for r in records], TTC_CAP)
+    hw = np.minimum([r.headway for r in records], HEADWAY_CAP)
+    prov = {"run": name, "logs": list(reference.sources), "episodes": len(reference.episodes), "steps": len(records)}
+    return (Score(float(np.percentile(ttc, 10, method="linear")), "P10", prov),
+            Score(float(np.percentile(hw, 50, method="linear")), "P50", prov))
+
+
+# --- estimation ----------------------------------------------------------------------------------
+class Counts(NamedTuple):
+    rounds: int
+    entered: int
+    secondary_checks: int
+    exit_ok: int
+    metrics: dict[tuple[str, str], tuple[int, int]]  # (metric, role) -> (bad, steps)
+
+
+def count(episodes: Sequence[EpisodeResult], configuration: str, ttc_score: float, hw_score: float) -> Counts:
+    """Counts of the model's events for one configuration (see the module docstring)."""
+    rounds = entered = checks = ok = 0
+    metrics = {(m, r): [0, 0] for m in ("hw", "ttc", "ld") for r in ("primary", "secondary")}
+    for ep in episodes:
+        previous: StepRecord | None = None
+        for rec in ep.records:
+            if rec.configuration == configuration:
+                starts_round = previous is None or previous.controller == "primary" or bool(previous.exited)
+                secondary = rec.controller != "primary"
+                if starts_round:
+                    rounds += 1
+                    entered += secondary
+                if secondary:
+                    if rec.exit_condition is None:
+                        raise ConfigError(f"episode {ep.episode} step {rec.step}: secondary step without an exit check")
+                    checks += 1
+                    ok += bool(rec.exit_condition)
+                role = "secondary" if secondary else "primary"
+                for m, bad in (("hw", rec.headway <= hw_score), ("ttc", rec.ttc <= ttc_score), ("ld", bool(rec.lane_departure))):
+                    metrics[(m, role)][0] += bool(bad)
+                    metrics[(m, role)][1] += 1
+            previous = rec
+    return Counts(rounds, entered, checks, ok, {k: (v[0], v[1]) for k, v in metrics.items()})
+
+
+def _describe(p: Proportion) -> dict[str, Any]:
+    return {"value": p.value, "ci": [p.low, p.high], "successes": p.successes, "trials": p.trials}
+
+
+def estimate_parameters(
+    logs: LogSet,
+    configurations: Sequence[Configuration],
+    *,
+    n: int,
+    k: int,
+    ttc: Score,
+    hw: Score,
+    method: str = "clopper-pearson",
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """The parameter file (as a dict ready for YAML) estimated from ``logs``.
+
+    ``configurations`` fixes names, thresholds, controllers and order; those absent from the logs
+    are left out. Raises :class:`ConfigError` when a configuration has no round, secondary step or
+    step of a controller to estimate from, or the logs use a configuration not listed.
+    """
+    if not 0 < level < 1:
+        raise ConfigError(f"confidence level must lie in (0, 1), got {level}")
+    known = {c.name for c in configurations}
+    used = {r.configuration for e in logs.episodes for r in e.records if r.configuration is not None}
+    unknown = sorted(used - known)
+    if unknown:
+        raise ConfigError(f"logs use configuration(s) {', '.join(unknown)} not in the runtime config ({', '.join(sorted(known))})")
+    if not used:
+        raise ConfigError("the logs have no switch steps (only --switch none runs); estimate from runs with a switch")
+    confs, estimates = [], {}
+    for c in (c for c in configurations if c.name in used):
+        counts = count(logs.episodes, c.name, ttc.value, hw.value)
+        if counts.secondary_checks == 0:
+            raise ConfigError(f"configuration {c.name}: no secondary steps in the logs; run more episodes or longer delays")
+        try:
+            controller = int(c.controller)
+        except ValueError:
+            raise ConfigError(f"configuration {c.name}: controller {c.controller!r} is not a number (the model numbers controllers)") from None
+        name = f"t{c.threshold:g}-ctrl{controller}"
+        enter = proportion(counts.entered, counts.rounds, method, level)
+        exit_ = proportion(counts.exit_ok, counts.secondary_checks, method, level)
+        metric_values, metric_estimates = {}, {}
+        for m in ("hw", "ttc", "ld"):
+            per_role = {}
+            for role in ("primary", "secondary"):
+                bad, steps = counts.metrics[(m, role)]
+                if steps == 0:
+                    raise ConfigError(f"configuration {c.name}: no {role} steps in the logs to estimate {m} from")
+                per_role[role] = proportion(bad, steps, method, level)
+            metric_values[m] = {role: p.value for role, p in per_role.items()}
+            metric_estimates[m] = {role: _describe(p) for role, p in per_role.items()}
+        confs.append({"name": name, "t": c.threshold, "controller": controller, "paper_label": f"runtime {c.name}",
+                      "enter": enter.value, "exit": exit_.value, "metrics": metric_values})
+        estimates[name] = {"runtime_name": c.name, "enter": _describe(enter), "exit": _describe(exit_), "metrics": metric_estimates}
+    steps = sum(len(e.records) for e in logs.episodes)
+    return {
+        "format": PARAMETER_FORMAT,
+        "n": int(n),
+        "k": int(k),
+        "costs": {"primary": 1, "secondary": 2},
+        "metrics": {
+            "hw": {"reward": "headway_cost", "meaning": "headway <= the score (PR_HW of the score)",
+                   "statistic": hw.statistic, "score": hw.value, "unit": "s", "provenance": hw.provenance},
+            "ttc": {"reward": "ttc_cost", "meaning": "time to collision <= the score (PR_TTC of the score)",
+                    "statistic": ttc.statistic, "score": ttc.value, "unit": "s", "provenance": ttc.provenance},
+            "ld": {"reward": "lane_dep_cost", "meaning": "lane departure (Prob_LD)"},
+        },
+        "configurations": confs,
+        "provenance": {"source": "mopmc rt estimate", "logs": list(logs.sources), "episodes": len(logs.episodes),
+                       "steps": steps, "interval": {"method": method, "level": level}, "estimates": estimates},
+    }
+
+
+def write_parameters(doc: dict[str, Any], out: str | Path) -> Path:
+    """Write the parameter file as YAML, atomically; the design layer's loader checks it."""
+    import yaml
+
+    from mopmc.design.params import parse_parameters
+    from mopmc.runtime.sweep import write_atomic
+
+    clean = json.loads(json.dumps(doc, allow_nan=False))  # plain types only; no NaN reaches the file
+    parse_parameters(clean, str(out))
+    path = Path(out)
+    write_atomic(path, "# Estimated by mopmc rt estimate; see docs/parameter-file.md\n" + yaml.safe_dump(clean, sort_keys=False))
+    return path
