@@ -1,0 +1,270 @@
+"""The torch engine equals the CPU engine (within 1e-9 * max(1, |v|)): the reference-value table,
+Hypothesis random MDPs, achievability and convex queries; CPU PyTorch always, CUDA when present.
+
+Where the two engines pick different optimal policies (ties), the torch engine's values are checked
+against an independent dense evaluation of its own scheduler instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from mdp_reference import evaluate_policy, random_mdp, total_objectives, zero_end_components  # noqa: E402
+from reference_values import REFERENCES, reference_case, ref_id  # noqa: E402
+from strategies import random_mdps  # noqa: E402
+from support import assert_one_line_error, run_mopmc, shared_model  # noqa: E402
+
+from mopmc.engine.kernel import Engine
+from mopmc.errors import DependencyError, InfiniteValueError
+from mopmc.properties.objectives import Objective, Property
+
+torch = pytest.importorskip("torch")
+from mopmc.engine import torch_engine as te  # noqa: E402
+from mopmc.engine.torch_engine import DeviceError, TorchEngine  # noqa: E402
+
+DEVICES = [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA is not available here")),
+]
+TOL = 1e-9
+
+
+def close(a, b, tol=TOL) -> bool:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    same_inf = np.isinf(a) & (a == b)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all(same_inf | (np.abs(a - b) <= tol * np.maximum(1.0, np.abs(b)))))
+
+
+# ---------------------------------------------------------------------------- reference table
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("ref", REFERENCES, ids=ref_id)
+def test_reference_table_equals_cpu_engine(ref, device):
+    from mopmc.queries.single import check
+
+    model, objective = reference_case(ref)
+    prop = Property(0, ref.prop, None, (objective,), False)
+    cpu = check(model, prop, engine="kernel")
+    gpu = check(model, prop, engine="torch", device=device)
+    assert gpu.status == cpu.status
+    assert close(gpu.value, cpu.value), (gpu.value, cpu.value)
+    assert ref.close_to(gpu.value), (gpu.value, ref.value)
+
+
+# ---------------------------------------------------------------------------- random MDPs
+def _rewards(model, objs):
+    return np.column_stack([model.reward(o.reward_model) for o in objs])
+
+
+def _same_or_own_values(model, objs, cpu_res, res):
+    """Equal values with the same policy; otherwise the torch scheduler's exact values."""
+    if np.array_equal(cpu_res.policy, res.policy):
+        assert close(res.values, cpu_res.values), (res.values, cpu_res.values)
+        return
+    choice = res.scheduler.choices()
+    choice = np.where(choice >= 0, choice, model.row_groups[:-1])
+    exact = evaluate_policy(model, choice, _rewards(model, objs))
+    assert exact is not None, "the torch engine's scheduler has an infinite objective"
+    assert close(res.values, exact), (res.values, exact)
+
+
+def _compare(model, objs, w, device, **options):
+    try:
+        eng = Engine(model, objs)
+    except InfiniteValueError:
+        with pytest.raises(InfiniteValueError):
+            TorchEngine(model, objs, device)
+        return None
+    gpu = TorchEngine(model, objs, device, engine=eng, **options)
+    try:
+        cpu_res = eng.optimise(w)
+    except InfiniteValueError:
+        with pytest.raises(InfiniteValueError):
+            gpu.optimise(w)
+        return None
+    res = gpu.optimise(w)
+    assert close(res.weighted, cpu_res.weighted), (res.weighted, cpu_res.weighted)
+    _same_or_own_values(model, objs, cpu_res, res)
+    return eng, gpu, cpu_res, res
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(model=random_mdps(max_states=30), data=st.data())
+def test_random_mdps_equal_cpu_engine(device, model, data):
+    m = len(model.rewards)
+    senses = data.draw(st.lists(st.sampled_from(["min", "max"]), min_size=m, max_size=m))
+    w = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.0, -0.5]), min_size=m, max_size=m)))
+    _compare(model, total_objectives(m, senses), w, device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120), m=st.integers(1, 3))
+def test_cyclic_blocks_dense_lu_equal_cpu_engine(device, seed, n, m):
+    rng = np.random.default_rng(seed)
+    model = zero_end_components(random_mdp(rng, n, m, zero_frac=0.5))
+    senses = [("min", "max")[int(x)] for x in rng.integers(0, 2, m)]
+    _compare(model, total_objectives(m, senses), rng.uniform(-0.3, 1.0, m), device)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 25), m=st.integers(1, 3))
+def test_iterative_block_evaluation_is_certified(device, seed, n, m):
+    """Blocks above ``dense_limit`` (here: all) go through bounded iterative evaluation."""
+    rng = np.random.default_rng(seed)
+    model = zero_end_components(random_mdp(rng, n, m, zero_frac=0.5, negative=False))
+    objs = total_objectives(m, ["min"] * m)
+    w = rng.uniform(0.1, 1.0, m)
+    got = _compare(model, objs, w, device, dense_limit=0, precision=1e-12)
+    if got is None:
+        return
+    _, gpu, cpu_res, res = got
+    # the certificate: the exact optimum exceeds the returned weighted value by at most bound * |w|_1
+    assert cpu_res.weighted - res.weighted <= res.error_bound * np.abs(w).sum() + 1e-12
+    assert res.error_bound <= 1e-9
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_warm_starts_across_directions(device):
+    rng = np.random.default_rng(11)
+    model = zero_end_components(random_mdp(rng, 150, 3, negative=False))
+    objs = total_objectives(3, ["min", "max", "min"])
+    eng = Engine(model, objs)
+    gpu = TorchEngine(model, objs, device, engine=eng)
+    prev = None
+    for _ in range(6):
+        w = rng.uniform(0, 1, 3)
+        warm = gpu.optimise(w, warm=prev)
+        assert close(warm.weighted, eng.optimise(w).weighted)
+        assert close(warm.weighted, gpu.optimise(w).weighted)
+        prev = warm
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_goal_memory_reachability_objectives(device):
+    from dataclasses import replace
+
+    rng = np.random.default_rng(5)
+    base = zero_end_components(random_mdp(rng, 40, 1, zero_frac=0.5))
+    model = replace(base, labels={"A": rng.random(40) < 0.2, "B": rng.random(40) < 0.2})
+    objs = [Objective(0, 'P[F "A"]', "probability", "max", right_text='"A"'),
+            Objective(1, 'P[G !"B"]', "probability", "min", right_text='!(!"B")', negated=True),
+            Objective(2, 'R{"r0"}[C]', "total_reward", "min", "r0")]
+    for _ in range(4):
+        _compare(model, objs, rng.uniform(0, 1, 3), device)
+
+
+# ---------------------------------------------------------------------------- queries
+def _switch20():
+    from mopmc.io.load import load
+
+    path = shared_model("switch-scaling/switch_model_20.prism")
+    props = shared_model("switch-scaling/switch_prop_achievable.props").read_text()
+    loaded = load(path, properties=props)
+    return loaded.model, loaded.properties()[0]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_achievability_equals_cpu_engine(device):
+    from mopmc.queries.dispatch import multi_query
+
+    model, prop = _switch20()
+    cpu = multi_query(model, prop, engine="kernel")
+    gpu = multi_query(model, prop, engine="torch", device=device)
+    assert gpu.achievable == cpu.achievable is True
+    assert close(gpu.margin, cpu.margin) and close(gpu.margin_upper, cpu.margin_upper)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(3, 40))
+def test_random_achievability_equals_cpu_engine(device, seed, n):
+    from dataclasses import replace as dc_replace
+
+    from mopmc.engine.oracle import kernel_oracle
+    from mopmc.queries.multi import achievability
+
+    rng = np.random.default_rng(seed)
+    model = zero_end_components(random_mdp(rng, n, 2, zero_frac=0.3, negative=False))
+    objs = total_objectives(2, ["min", "max"])
+    try:
+        eng = Engine(model, objs)
+    except InfiniteValueError:
+        return
+    lo = eng.optimise([1.0, 0.0]).values
+    hi = eng.optimise([0.0, 1.0]).values
+    thresholds = [float(rng.uniform(min(lo[0], hi[0]), max(lo[0], hi[0]) + 0.1)),
+                  float(rng.uniform(min(lo[1], hi[1]) - 0.1, max(lo[1], hi[1])))]
+    objs = [dc_replace(o, comparison=c, threshold=t) for o, c, t in zip(objs, ("<=", ">="), thresholds)]
+    cpu = achievability(kernel_oracle(model, objs, engine=Engine(model, objs)), objs)
+    gpu = achievability(te.torch_oracle(model, objs, device=device), objs)
+    assert gpu.achievable == cpu.achievable
+    assert close(gpu.margin, cpu.margin), (gpu.margin, cpu.margin)
+
+
+def _convex_query():
+    try:
+        from mopmc.queries.convex import convex_query
+    except ImportError:
+        pytest.skip("mopmc.queries.convex.convex_query is not available")
+    return convex_query
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_convex_query_equals_cpu_engine(device):
+    convex_query = _convex_query()
+    model, prop = _switch20()
+    objs = prop.objectives
+    cpu = convex_query(model, objs, "mse", engine="kernel")
+    gpu = convex_query(te.torch_oracle(model, objs, device=device), objs, "mse")
+    assert gpu.status == cpu.status
+    assert close(gpu.loss, cpu.loss) and close(gpu.lower_bound, cpu.lower_bound)
+    assert close(gpu.point, cpu.point)
+
+
+# ---------------------------------------------------------------------------- errors and plumbing
+def test_missing_torch_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # makes ``import torch`` raise ImportError
+    with pytest.raises(DependencyError, match=r'pip install "mopmc\[gpu\]"'):
+        te.load_torch()
+
+
+def test_unavailable_or_bad_device_is_a_clear_error():
+    with pytest.raises(DeviceError, match="not a device"):
+        te.resolve_device("tpu-7")
+    if not torch.cuda.is_available():
+        with pytest.raises(DeviceError, match="CUDA is not available"):
+            te.resolve_device("cuda")
+    assert te.resolve_device(None).type == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def test_memory_plan_refuses_a_device_too_small(monkeypatch):
+    rng = np.random.default_rng(3)
+    model = zero_end_components(random_mdp(rng, 60, 2))
+    objs = total_objectives(2, ["min", "min"])
+    eng = TorchEngine(model, objs, "cpu")
+    assert eng.memory.needed > 60 * 8 and eng.memory.fits
+    monkeypatch.setattr(te, "_free_bytes", lambda device: eng.memory.needed // 2)
+    with pytest.raises(DeviceError, match="GiB"):
+        TorchEngine(model, objs, "cpu")
+
+
+def test_cli_engine_torch():
+    path = str(shared_model("switch-scaling/switch_model_20.prism"))
+    res = run_mopmc("check", path, "--engine", "torch", "--device", "cpu", "--json", "--prop", 'R{"ctrl_cost"}min=? [C]')
+    assert res.code == 0, res.stderr
+    model, prop = _switch20()
+    cpu = Engine(model, [Objective(0, 'R{"ctrl_cost"}min=? [C]', "total_reward", "min", "ctrl_cost")]).optimise([1.0])
+    assert close(res.json()[0]["value"], cpu.values[0])
+    bad = run_mopmc("check", path, "--device", "cpu", "--prop", 'R{"ctrl_cost"}min=? [C]')
+    assert_one_line_error(bad, "--device", "--engine torch")
