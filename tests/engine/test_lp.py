@@ -299,8 +299,11 @@ def test_switch_convex_queries(switch):
     model, objs, lp = switch
     target = np.array([1.9, 0.22, 0.169, 0.035])
     near = lp_convex(model, objs, lambda v: cp.sum_squares(v - target) / 4, polytope=lp)
-    assert near.loss == pytest.approx(7.4770679e-6, rel=1e-5)
-    assert near.point == pytest.approx([1.9, 0.219065, 0.172351, 0.039219], abs=2e-6)
+    # issue 5 quotes 7.4770679e-6, which is Clarabel stopping early at its default tolerances; with tight
+    # tolerances the program gives 7.47280e-6, and Storm on the induced chain of our convex query's
+    # scheduler reproduces that point (tests/queries/test_convex.py)
+    assert near.loss == pytest.approx(7.4727968e-6, rel=1e-6)
+    assert near.point == pytest.approx([1.9, 0.21906467, 0.17234995, 0.03921831], abs=2e-7)
     boxed = lp_convex(model, objs, lambda v: cp.sum_squares(v) / 4, box=(None, [2.0, 0.23, 0.174, 0.04]), polytope=lp)
     assert boxed.loss == pytest.approx(0.9097272, rel=1e-6)
     assert np.all(boxed.point <= np.array([2.0, 0.23, 0.174, 0.04]) + 1e-7)
