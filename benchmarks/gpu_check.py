@@ -1,0 +1,320 @@
+"""One prepared check of the torch engine on a (lent) GPU: equality first, then timings.
+
+1. **Equality**: every row of the reference-value table (``tests/engine/reference_values.json``),
+   single-objective, torch engine vs CPU engine within ``1e-9 * max(1, |v|)``; any difference fails
+   the script (exit 1) before any timing.
+2. **Timings** (each also checked for equality with the CPU engine): Model A (``switch-scaling``,
+   n=200) achievability and convex query, Model B (``dive-and-rise``) achievability with 100
+   objectives, the design layer's paper switch SW2 with n=400 and n=800 (4 objectives, one kernel
+   call and achievability at the Table 3 thresholds), and the memory-bandwidth floor (a large
+   float64 copy and axpy). Per case: seconds for the CPU engine and the torch engine, oracle calls,
+   and one kernel call (a full sweep over the model, level by level) against the time the device
+   needs just to stream the sweep's bytes at the measured bandwidth.
+
+Prints a table and writes a CSV (default ``benchmarks/results/gpu_check_<device>[_quick].csv``).
+``--quick`` uses small models (n=20 switch, Model B with 10 objectives, SW2 n=20/40) to prove the
+script end to end on a CPU::
+
+    python benchmarks/gpu_check.py --quick --device cpu
+    python benchmarks/gpu_check.py                    # on the GPU machine: well inside 10 minutes
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE.parent / "tests" / "engine"))
+SHARED = HERE.parent.parent / "shared" / "benchmarks"
+TOL = 1e-9
+SW2_PROPS = 'multi(R{"ctrl_cost"}<=2.0 [C], R{"headway_cost"}<=0.23 [C], R{"lane_dep_cost"}<=0.174 [C], R{"ttc_cost"}<=0.04 [C])'
+
+
+class Inequality(Exception):
+    """The torch engine disagrees with the CPU engine."""
+
+
+def close(a, b, tol=TOL) -> bool:
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    with np.errstate(invalid="ignore"):
+        return bool(np.all((np.isinf(a) & (a == b)) | (np.abs(a - b) <= tol * np.maximum(1.0, np.abs(b)))))
+
+
+def sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+# ---------------------------------------------------------------------------- 1. equality
+def reference_equality(device: str) -> dict:
+    from reference_values import REFERENCES, reference_case
+
+    from mopmc.properties.objectives import Property
+    from mopmc.queries.single import check
+
+    worst, rows, t0 = 0.0, 0, time.perf_counter()
+    for ref in REFERENCES:
+        model, objective = reference_case(ref)
+        prop = Property(0, ref.prop, None, (objective,), False)
+        cpu = check(model, prop, engine="kernel")
+        gpu = check(model, prop, engine="torch", device=device)
+        if gpu.status != cpu.status or not close(gpu.value, cpu.value):
+            raise Inequality(f"{ref.model}: {ref.prop}: torch {gpu.value!r} ({gpu.status}) vs CPU {cpu.value!r} ({cpu.status})")
+        if math.isfinite(cpu.value):
+            worst = max(worst, abs(gpu.value - cpu.value) / max(1.0, abs(cpu.value)))
+        rows += 1
+    return {"case": f"reference table ({rows} rows)", "states": "", "objectives": 1, "cpu_s": "", "torch_s": round(time.perf_counter() - t0, 3),
+            "calls": rows, "max_rel_diff": worst, "result": "equal"}
+
+
+# ---------------------------------------------------------------------------- 2. timings
+def bandwidth(device, gib: float) -> dict:
+    """Bytes per second of a float64 copy (read + write) and axpy (2 reads + 1 write), best of 5."""
+    import torch
+
+    n = int(gib * 2**30 / 8)
+    x = torch.rand(n, device=device, dtype=torch.float64)
+    y = torch.empty_like(x)
+    out = {}
+    for name, op, traffic in (("copy", lambda: y.copy_(x), 2), ("axpy", lambda: y.add_(x, alpha=0.5), 3)):
+        op()
+        sync(device)
+        best = math.inf
+        for _ in range(5):
+            t = time.perf_counter()
+            op()
+            sync(device)
+            best = min(best, time.perf_counter() - t)
+        out[name] = traffic * n * 8 / best
+    del x, y
+    return out
+
+
+def sweep_bytes(engine) -> int:
+    """Bytes one kernel call must at least stream: CSR (targets, local index, probabilities), the
+    gathered successor rows of ``[V | X]``, rewards and per-choice data, and ``[V | X]`` written."""
+    p = engine.cpu.problem
+    k = engine.m + 1
+    return len(p.targets) * (8 * 3 + 8 * k) + p.n_choices * (8 * engine.m + 8 * 4) + p.n_states * 8 * (k + 1)
+
+
+def time_kernel(engine, w, device, repeat: int = 3) -> float:
+    engine.optimise(w)
+    best = math.inf
+    for _ in range(repeat):
+        sync(device)
+        t = time.perf_counter()
+        engine.optimise(w)
+        sync(device)
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> list[dict]:
+    """CPU engine vs torch engine on one model: one kernel call, then the queries in ``kinds``."""
+    from mopmc.engine.kernel import Engine
+    from mopmc.engine.oracle import kernel_oracle
+    from mopmc.engine.torch_engine import TorchEngine
+    from mopmc.queries.multi import achievability
+
+    objs = prop.objectives
+    t = time.perf_counter()
+    cpu = Engine(model, objs)
+    prep = time.perf_counter() - t
+    t = time.perf_counter()
+    gpu = TorchEngine(model, objs, device, engine=cpu)
+    upload = time.perf_counter() - t
+    w = np.ones(len(objs))
+    r_cpu, r_gpu = cpu.optimise(w), gpu.optimise(w)
+    if not close(r_gpu.weighted, r_cpu.weighted) or not close(r_gpu.values, r_cpu.values):
+        raise Inequality(f"{name}: kernel call: torch {r_gpu.values} vs CPU {r_cpu.values}")
+    dev = gpu.device
+    k_cpu = time_kernel(cpu, w, dev)
+    k_gpu = time_kernel(gpu, w, dev)
+    levels = sum(kind == "level" for kind, _ in gpu.steps)
+    floor_s = sweep_bytes(gpu) / floor
+    p = cpu.problem
+    rows = [{"case": f"{name}: one kernel call", "states": model.n_states, "objectives": len(objs), "cpu_s": round(k_cpu, 5),
+             "torch_s": round(k_gpu, 5), "calls": 1, "max_rel_diff": float(np.max(np.abs(r_gpu.values - r_cpu.values) / np.maximum(1, np.abs(r_cpu.values)))),
+             "result": f"{levels} levels, floor {floor_s * 1e3:.3f} ms, x{k_gpu / floor_s:.0f} floor, {k_gpu / max(levels, 1) * 1e6:.0f} us/level",
+             "prep_s": round(prep, 3), "upload_s": round(upload, 3), "product_states": p.n_states, "transitions": len(p.targets)}]
+    for kind in kinds:
+        def run(oracle):
+            t = time.perf_counter()
+            if kind == "achievability":
+                res = achievability(oracle, objs)
+                key = (res.achievable, res.margin)
+            else:
+                from mopmc.queries.convex import convex_query
+
+                res = convex_query(oracle, objs, "mse")
+                key = (res.status, res.loss)
+            return time.perf_counter() - t, res, key
+
+        calls = {"n": 0}
+
+        def counted(o):
+            def call(wts):
+                calls["n"] += 1
+                return o(wts)
+            return call
+
+        try:
+            s_cpu, _, key_cpu = run(kernel_oracle(model, objs, engine=cpu))
+        except Exception as exc:  # a query-layer failure: the torch engine must fail the same way
+            cpu_error = f"{type(exc).__name__}: {exc}"
+            try:
+                run(kernel_oracle(model, objs, engine=gpu))
+            except Exception as exc2:
+                if type(exc2) is not type(exc):
+                    raise Inequality(f"{name}: {kind}: CPU failed with {cpu_error}, torch with {type(exc2).__name__}: {exc2}") from None
+                rows.append({"case": f"{name}: {kind}", "states": model.n_states, "objectives": len(objs),
+                             "result": f"ERROR in both engines ({cpu_error})"[:300]})
+                continue
+            raise Inequality(f"{name}: {kind}: CPU failed with {cpu_error}, torch succeeded") from None
+        calls["n"] = 0
+        s_gpu, _, key_gpu = run(counted(kernel_oracle(model, objs, engine=gpu)))
+        if key_cpu[0] != key_gpu[0] or not close(key_gpu[1], key_cpu[1]):
+            raise Inequality(f"{name}: {kind}: torch {key_gpu} vs CPU {key_cpu}")
+        rows.append({"case": f"{name}: {kind}", "states": model.n_states, "objectives": len(objs), "cpu_s": round(s_cpu, 3),
+                     "torch_s": round(s_gpu, 3), "calls": calls["n"],
+                     "max_rel_diff": abs(key_gpu[1] - key_cpu[1]) / max(1.0, abs(key_cpu[1])) if math.isfinite(key_cpu[1]) else 0.0,
+                     "result": f"{key_gpu[0]} ({key_gpu[1]:.6g})", "prep_s": round(prep, 3), "upload_s": round(upload, 3)})
+    return rows
+
+
+def load_case(path: Path, props: str):
+    from mopmc.io.load import load
+
+    t = time.perf_counter()
+    loaded = load(path, properties=props)
+    return loaded.model, loaded.properties()[0], time.perf_counter() - t
+
+
+def sw2_case(n: int):
+    """The design layer's paper switch with timestep bound ``n``, through a temporary UMB file."""
+    import tempfile
+
+    from mopmc.design.build import build_design
+
+    t = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"sw2_{n}.umb"
+        build_design("paper-switch", path, n=n)
+        model, prop, _ = load_case(path, SW2_PROPS)
+    return model, prop, time.perf_counter() - t
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
+    ap.add_argument("--quick", action="store_true", help="small models, to prove the script on a CPU")
+    ap.add_argument("--out", default=None, help="CSV path (default benchmarks/results/gpu_check_<device>[_quick].csv)")
+    ap.add_argument("--skip-table", action="store_true", help="skip the reference-table equality pass")
+    args = ap.parse_args(argv)
+    from mopmc.engine.torch_engine import resolve_device
+
+    dev = resolve_device(args.device)
+    device = str(dev)
+    out = Path(args.out) if args.out else HERE / "results" / f"gpu_check_{dev.type}{'_quick' if args.quick else ''}.csv"
+    t_all = time.perf_counter()
+    rows: list[dict] = []
+    env = {"device": device, "quick": args.quick}
+    if dev.type == "cuda":
+        import torch
+
+        env["gpu"] = torch.cuda.get_device_name(dev)
+    print(f"# gpu_check on {env}", flush=True)
+    try:
+        if not args.skip_table:
+            rows.append(reference_equality(device))
+            print(f"reference table: equal ({rows[-1]['torch_s']} s)", flush=True)
+        bw = bandwidth(dev, 0.25 if args.quick else 2.0)
+        floor = bw["copy"]
+        rows.append({"case": "bandwidth floor (float64)", "states": "", "objectives": "", "cpu_s": "", "torch_s": "", "calls": "",
+                     "max_rel_diff": "", "result": f"copy {bw['copy'] / 1e9:.1f} GB/s, axpy {bw['axpy'] / 1e9:.1f} GB/s"})
+        print(rows[-1]["result"], flush=True)
+        a_n = 20 if args.quick else 200
+        b_k = 10 if args.quick else 100
+        cases = [
+            (f"Model A n={a_n}", lambda: load_case(SHARED / "switch-scaling" / f"switch_model_{a_n}.prism",
+                                                   (SHARED / "switch-scaling" / "switch_prop_achievable.props").read_text()),
+             ("achievability", "convex")),
+            (f"Model B {b_k} objectives", lambda: load_case(SHARED / "dive-and-rise" / "dive_and_rise_action_rewards.nm",
+                                                           (SHARED / "dive-and-rise" / f"dive_and_rise_prop_{b_k}.props").read_text()),
+             ("achievability",)),
+        ]
+        for n in ((20, 40) if args.quick else (400, 800)):
+            cases.append((f"SW2 n={n}", lambda n=n: sw2_case(n), ("achievability",)))
+        for name, make, kinds in cases:
+            model, prop, build_s = make()
+            if "convex" in kinds and not _has_convex():
+                kinds = tuple(k for k in kinds if k != "convex")
+                print(f"{name}: convex query skipped (mopmc.queries.convex.convex_query is missing)", flush=True)
+            got = query_case(name, model, prop, device, floor, kinds)
+            for r in got:
+                r["build_s"] = round(build_s, 3)
+                print(f"{r['case']}: cpu {r['cpu_s']} s, torch {r['torch_s']} s, {r['result']}", flush=True)
+            rows.extend(got)
+    except Inequality as exc:
+        print(f"FAIL: the torch engine differs from the CPU engine: {exc}", file=sys.stderr)
+        _write(out, rows + [{"case": "FAIL", "result": str(exc)}])
+        return 1
+    total = time.perf_counter() - t_all
+    rows.append({"case": "total", "torch_s": round(total, 1), "result": "all equal"})
+    _write(out, rows)
+    _table(rows)
+    print(f"wrote {out} ({total:.1f} s)")
+    return 0
+
+
+def _has_convex() -> bool:
+    try:
+        from mopmc.queries.convex import convex_query  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+COLUMNS = ["case", "states", "objectives", "build_s", "prep_s", "upload_s", "cpu_s", "torch_s", "calls", "max_rel_diff", "result",
+           "product_states", "transitions"]
+
+
+def _write(path: Path, rows: list[dict]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".csv.tmp")
+    with tmp.open("w", newline="") as f:
+        w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow(r)
+    os.replace(tmp, path)
+
+
+def _table(rows: list[dict]) -> None:
+    cols = ["case", "states", "objectives", "cpu_s", "torch_s", "calls", "max_rel_diff", "result"]
+    cells = [[_fmt(r.get(c, "")) for c in cols] for r in rows]
+    width = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
+    print(" | ".join(c.ljust(wd) for c, wd in zip(cols, width)))
+    print("-+-".join("-" * wd for wd in width))
+    for x in cells:
+        print(" | ".join(v.ljust(wd) for v, wd in zip(x, width)))
+
+
+def _fmt(v) -> str:
+    return f"{v:.2e}" if isinstance(v, float) and 0 < abs(v) < 1e-3 else str(v)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
