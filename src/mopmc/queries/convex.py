@@ -229,11 +229,19 @@ def _box_constraints(v, lo, up):
 
 
 def _solve(problem) -> str:
+    """Tight tolerances first; when Clarabel cannot reach them (status ``optimal_inaccurate``, which
+    cvxpy also announces with a warning), solve again at its defaults, which it reaches."""
+    import warnings
+
     cp = _cp()
-    try:
-        problem.solve(solver=cp.CLARABEL, **_CLARABEL)
-    except cp.error.SolverError:
-        problem.solve(solver=cp.CLARABEL)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Solution may be inaccurate")
+        try:
+            problem.solve(solver=cp.CLARABEL, **_CLARABEL)
+        except cp.error.SolverError:
+            problem.solve(solver=cp.CLARABEL)
+        if problem.status.endswith("_inaccurate"):
+            problem.solve(solver=cp.CLARABEL)
     return problem.status
 
 
