@@ -1,0 +1,65 @@
+"""Policy steps per wall second: stock highway-env against mopmc's accelerated road, side by side.
+
+Both run highway-v0's defaults with continuous actions (15 Hz simulation, 1 Hz policy) and the
+same vehicle count, seeds and action sequence, one after the other in this process (one core);
+the accelerated road (:mod:`mopmc.runtime.fastsim.road`) keeps highway-env's vehicle dynamics, and
+the script also reports the largest position/speed difference between the two runs.
+
+    python benchmarks/simulator.py [--vehicles 50] [--steps 10] [--episodes 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+
+
+def run(fast: bool, vehicles: int, steps: int, seed: int) -> tuple[float, np.ndarray]:
+    from highway_env.envs.highway_env import HighwayEnv
+
+    from mopmc.runtime.fastsim.road import accelerate
+
+    env = HighwayEnv(config={"action": {"type": "ContinuousAction"}, "vehicles_count": vehicles})
+    env.reset(seed=seed)
+    if fast:
+        accelerate(env.road)
+    actions = np.random.default_rng(seed).uniform(-0.3, 0.3, size=(steps, 2))
+    states = []
+    started = time.perf_counter()
+    for a in actions:
+        env.step(a)
+        states.append([[*v.position, v.speed] for v in env.road.vehicles])
+    return time.perf_counter() - started, np.array(states)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--vehicles", type=int, default=50)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--episodes", type=int, default=2)
+    args = parser.parse_args()
+    total = {False: 0.0, True: 0.0}
+    worst = 0.0
+    for e in range(args.episodes):
+        t_stock, s_stock = run(False, args.vehicles, args.steps, seed=100 + e)
+        t_fast, s_fast = run(True, args.vehicles, args.steps, seed=100 + e)
+        total[False] += t_stock
+        total[True] += t_fast
+        worst = max(worst, float(np.abs(s_stock - s_fast).max()))
+    n = args.episodes * args.steps
+    stock, fast = n / total[False], n / total[True]
+    print(f"{args.vehicles} vehicles, {n} policy steps each (15 Hz simulation, 1 Hz policy)")
+    print(f"{'simulator':<22}{'policy steps/s':>16}")
+    print(f"{'highway-env (stock)':<22}{stock:>16.2f}")
+    print(f"{'mopmc fastsim road':<22}{fast:>16.2f}")
+    print(f"speed-up {fast / stock:.2f}x; max |position/speed difference| {worst:.3g}")
+
+
+if __name__ == "__main__":
+    main()

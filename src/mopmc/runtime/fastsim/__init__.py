@@ -1,0 +1,1 @@
+"""A faster highway simulator with highway-env's own dynamics (see :mod:`.road`)."""

@@ -1,0 +1,17 @@
+"""The real-time world of the runtime on the accelerated road (same dynamics, about 2x faster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from mopmc.runtime.fastsim.road import accelerate
+from mopmc.runtime.highway_adapter import RealtimeHighwayEnv
+
+
+class FastRealtimeHighwayEnv(RealtimeHighwayEnv):
+    """:class:`RealtimeHighwayEnv` whose road uses :func:`~mopmc.runtime.fastsim.road.accelerate`."""
+
+    def reset_world(self, seed: int) -> Any:
+        observation = super().reset_world(seed)
+        accelerate(self._inner.road)
+        return observation
