@@ -13,14 +13,13 @@ from typer.testing import CliRunner
 from mopmc.cli.design import app as design_app
 from mopmc.cli.rt import app
 from mopmc.design.build import build_design, convert_design
-from mopmc.design.params import MetricProbability, load_parameters, parse_parameters
+from mopmc.design.params import MetricProbability, load_parameters
 from mopmc.design.spec import switch_design
 from mopmc.design.switch import SW0_LOCATIONS
 from mopmc.errors import ConfigError
 from mopmc.runtime.episode import EpisodeResult, StepRecord
 from mopmc.runtime.estimate import (
-    LogSet, Score, clopper_pearson, estimate_parameters, load_logs, proportion, reference_scores, wilson,
-    write_parameters,
+    Score, clopper_pearson, estimate_parameters, load_logs, proportion, reference_scores, wilson,
 )
 from mopmc.runtime.simulate import write_log
 from mopmc.runtime.switch import DEFAULT_CONFIGURATIONS

@@ -106,3 +106,15 @@ def test_ray_local_instance_gives_the_same_episodes(tmp_path: Path) -> None:
     assert _contents(tmp_path / "ray") == _contents(tmp_path / "local")
     doc = json.loads((tmp_path / "ray" / "sweep.json").read_text())
     assert [s["name"] for s in doc["settings"]] == ["none", "C2"]
+
+
+def test_fast_simulator_gives_the_stock_episodes(tmp_path: Path) -> None:
+    import dataclasses
+
+    stock = _settings()[1]
+    fast = dataclasses.replace(stock, simulator="fast")
+    a = run_sweep(tmp_path / "stock", [stock], 2, workers=0).episodes["C2"]
+    b = run_sweep(tmp_path / "fast", [fast], 2, workers=0).episodes["C2"]
+    assert a == b
+    with pytest.raises(ConfigError, match="simulator"):
+        run_sweep(tmp_path / "bad", [dataclasses.replace(stock, simulator="turbo")], 1, workers=0)

@@ -48,7 +48,7 @@ def simulate(
     episodes: int = typer.Option(10, "--episodes", "-n", help="Number of episodes."),
     delay: str = typer.Option("exp:0.2", "--delay", help="Delay spec: SECONDS, exp:MEAN[:TRUNC], uniform:A:B, empirical:FILE.csv."),
     switch: str = typer.Option("none", "--switch", help="none, C1..C4, uniform, or a scheduler FILE.json."),
-    agent: str = typer.Option("idm", "--agent", help="idm (stand-in primary) or [ALGO:]PATH of a Stable-Baselines3 model."),
+    agent: str = typer.Option("shipped", "--agent", help="shipped (the trained DDPG agent, docs/agents.md), idm (the previous IDM stand-in) or [ALGO:]PATH of a Stable-Baselines3 model."),
     vehicles: Optional[int] = typer.Option(None, "--vehicles", help="Other vehicles in the scene (default 50, highway-v0)."),
     seed: int = typer.Option(0, "--seed", help="Root seed; the same seed gives identical output."),
     config: Optional[Path] = typer.Option(None, "--config", help="Runtime config file (JSON or YAML)."),
@@ -139,6 +139,28 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
                f"TTC score {ttc.value:.4g} s, HW score {hw.value:.4g} s)")
 
 
+@app.command()
+def train(
+    config: Path = typer.Argument(..., help="Training config (YAML or JSON, docs/agents.md)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Output folder (default: the config's output); an existing run there is resumed."),
+    progress: bool = typer.Option(True, "--progress/--no-progress", help="Progress bar with ETA on stderr."),
+) -> None:
+    """Train a DDPG agent on the undelayed env; rerun the same command to resume after an interruption."""
+    from mopmc.cli.common import run_cli
+
+    def body() -> None:
+        from mopmc.runtime.train import load_train_config, train as run
+
+        result = run(load_train_config(config), out, progress=progress)
+        last = result.evaluations[-1] if result.evaluations else {}
+        typer.echo(json.dumps({"steps": result.steps, "resumed_from": result.resumed_from,
+                               "final_model": str(result.final_model),
+                               "best_model": None if result.best_model is None else str(result.best_model),
+                               "last_evaluation": last}, indent=2))
+
+    run_cli(body)
+
+
 experiment_app = typer.Typer(help="The paper's experiments (tables), built on resumable sweeps.", no_args_is_help=True)
 app.add_typer(experiment_app, name="experiment")
 
@@ -160,6 +182,7 @@ def table4(
     ray: Optional[str] = typer.Option(None, "--ray", help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the paired differences."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table4.png (needs matplotlib)."),
+    fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env, about 2x faster)."),
 ) -> None:
     """Table 4: no switch vs C1-C4, uniform and scheduler files under average delays, as differences to no switch."""
     from mopmc.cli.common import run_cli
@@ -170,8 +193,37 @@ def table4(
         spec = Table4Spec.from_options(
             episodes=episodes, delays=delays, methods=methods, schedulers=[str(s) for s in scheduler], agent=agent,
             vehicles=vehicles, seed=seed, config=config, ttc_score=ttc_score, hw_score=hw_score, bootstrap=bootstrap,
+            simulator="fast" if fast else "stock",
         )
         result = run_table4(out, spec, workers=workers, ray_address=ray, progress=True, plot=plot)
+        typer.echo(result.markdown)
+        typer.echo(f"-> {', '.join(str(p) for p in result.files)}", err=True)
+
+    run_cli(body)
+
+
+@experiment_app.command("table1")
+def table1(
+    out: Path = typer.Option(..., "--out", help="Output folder (episodes, table1.csv/.md/.json/.png); an existing run there is resumed."),
+    episodes: int = typer.Option(30, "--episodes", "-n", help="Episodes per delay."),
+    delays: str = typer.Option("0,0.1,0.2,0.3,0.4,0.5,exp:0.2", "--delays", help="Delay specs, comma-separated (fixed seconds or exp:MEAN, ...)."),
+    agent: str = typer.Option("shipped", "--agent", help="shipped, idm or [ALGO:]PATH of a Stable-Baselines3 model."),
+    vehicles: Optional[int] = typer.Option(None, "--vehicles", help="Other vehicles (default 10, as the shipped agent was trained)."),
+    seed: int = typer.Option(0, "--seed", help="Root seed (the same traffic under every delay)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Runtime config file (JSON or YAML)."),
+    workers: Optional[int] = typer.Option(None, "--workers", help="Local processes (default: all CPUs; 0 = in this process)."),
+    bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the episodes."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table1.png (needs matplotlib)."),
+) -> None:
+    """Table 1: the agent alone under fixed and random delays (P10 TTC, P50 HW, Prob LD with 95% CIs)."""
+    from mopmc.cli.common import run_cli
+
+    def body() -> None:
+        from mopmc.runtime.experiments.table1 import Table1Spec, run_table1
+
+        spec = Table1Spec.from_options(delays=delays, episodes=episodes, agent=agent, vehicles=vehicles, seed=seed,
+                                       config=config, bootstrap=bootstrap)
+        result = run_table1(out, spec, workers=workers, progress=True, plot=plot)
         typer.echo(result.markdown)
         typer.echo(f"-> {', '.join(str(p) for p in result.files)}", err=True)
 

@@ -51,11 +51,12 @@ class Setting:
     agent: str = "idm"
     seed: int = 0
     config: RuntimeConfig = field(default_factory=RuntimeConfig)
+    simulator: str = "stock"  # or "fast": the accelerated road (mopmc.runtime.fastsim), same dynamics
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description (a scheduler file or agent file is identified by its sha256)."""
         doc = {"name": self.name, "delay": self.delay, "switch": self.switch, "agent": self.agent,
-               "seed": self.seed, "config": dataclasses.asdict(self.config)}
+               "seed": self.seed, "config": dataclasses.asdict(self.config), "simulator": self.simulator}
         for key in ("switch", "agent"):
             path = Path(getattr(self, key).split(":", 1)[-1])
             if path.is_file():
@@ -89,7 +90,7 @@ _CACHE: dict[Any, Any] = {}
 
 def _runtime(setting: Setting) -> tuple[Any, Any, Any, Any]:
     """World, agent, policy and controllers of a setting, cached per worker process."""
-    key = (setting.config.env, setting.delay, setting.agent, setting.switch, repr(setting.config))
+    key = (setting.config.env, setting.delay, setting.agent, setting.switch, repr(setting.config), setting.simulator)
     if key not in _CACHE:
         from mopmc.runtime import highway_adapter as hw
         from mopmc.runtime.delay import parse_delay_spec
@@ -97,7 +98,11 @@ def _runtime(setting: Setting) -> tuple[Any, Any, Any, Any]:
         from mopmc.runtime.simulate import _controllers
 
         distribution = parse_delay_spec(setting.delay)
-        world = hw.RealtimeHighwayEnv(setting.config.env, distribution)
+        if setting.simulator == "fast":
+            from mopmc.runtime.fastsim.world import FastRealtimeHighwayEnv as World
+        else:
+            World = hw.RealtimeHighwayEnv
+        world = World(setting.config.env, distribution)
         agent = hw.IdmAgent(world) if setting.agent == "idm" else hw.load_agent(setting.agent)
         policy = parse_switch(setting.switch, setting.config.switch.configurations)
         _CACHE.clear()  # one setting at a time per worker keeps memory flat
@@ -177,6 +182,9 @@ def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
         raise ConfigError(f"setting names must be unique, got {names}")
     if episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
+    for s in settings:
+        if s.simulator not in ("stock", "fast"):
+            raise ConfigError(f"setting {s.name}: simulator must be 'stock' or 'fast', got {s.simulator!r}")
     manifest = _manifest(settings, episodes)
     path = out / "sweep.json"
     if path.exists():

@@ -32,7 +32,7 @@ import numpy as np
 from mopmc.errors import ConfigError
 from mopmc.runtime.config import RuntimeConfig, load_config
 from mopmc.runtime.episode import EpisodeResult
-from mopmc.runtime.metrics import HEADWAY_CAP, SECONDARY_COST, TTC_CAP
+from mopmc.runtime.metrics import HEADWAY_CAP, TTC_CAP
 from mopmc.runtime.sweep import Setting, run_sweep, write_atomic
 
 BASELINE = "none"
@@ -56,11 +56,12 @@ class Table4Spec:
     ttc_score: float | None = None
     hw_score: float | None = None
     bootstrap: int = 1000
+    simulator: str = "stock"
 
     @classmethod
     def from_options(cls, *, episodes: int, delays: str, methods: str, schedulers: Sequence[str], agent: str,
                      vehicles: int | None, seed: int, config: str | Path | None, ttc_score: float | None,
-                     hw_score: float | None, bootstrap: int) -> "Table4Spec":
+                     hw_score: float | None, bootstrap: int, simulator: str = "stock") -> "Table4Spec":
         """Parse the CLI's options (comma lists) and check them."""
         cfg = load_config(config) if config is not None else RuntimeConfig()
         if vehicles is not None:
@@ -72,7 +73,7 @@ class Table4Spec:
         except ValueError:
             raise ConfigError(f"--delays {delays!r}: expected comma-separated seconds, e.g. 0.10,0.20") from None
         ms = tuple(m.strip() for m in methods.split(",") if m.strip())
-        spec = cls(episodes, ds, ms, tuple(schedulers), agent, seed, cfg, ttc_score, hw_score, bootstrap)
+        spec = cls(episodes, ds, ms, tuple(schedulers), agent, seed, cfg, ttc_score, hw_score, bootstrap, simulator)
         spec.check()
         return spec
 
@@ -106,7 +107,7 @@ class Table4Spec:
 
     def settings(self) -> list[Setting]:
         return [Setting(f"{label}@d{d:.3f}", delay=f"exp:{d!r}", switch=switch, agent=self.agent, seed=self.seed,
-                        config=self.config)
+                        config=self.config, simulator=self.simulator)
                 for d in self.delays for label, switch in self.method_switches()]
 
 
