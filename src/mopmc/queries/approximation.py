@@ -25,11 +25,13 @@ class Approximation:
     normals: list = field(default_factory=list)
     offsets: list = field(default_factory=list)
     directions: list = field(default_factory=list)
+    errors: list = field(default_factory=list)  # the oracle's error bound of each call
     calls: int = 0
 
     def add(self, w: np.ndarray, y: np.ndarray, error: float, scheduler) -> bool:
         """Record an oracle answer; returns True when the vertex is new."""
         self.calls += 1
+        self.errors.append(max(float(error), 0.0))
         w = np.asarray(w, float)
         if not any(np.allclose(w, d, atol=1e-12) for d in self.directions):
             self.directions.append(w)

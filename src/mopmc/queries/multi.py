@@ -163,54 +163,95 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
 
 def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 500,
            exhaustive: bool = False) -> MultiResult:
-    """Vertices of the Pareto front until every outer vertex lies within ``precision`` of the inner
-    polytope (``exhaustive``: until no direction yields a new vertex)."""
-    from scipy.spatial import HalfspaceIntersection
+    """Vertices of the Pareto front until every corner of the outer polytope lies within
+    ``precision`` (absolute, per coordinate) of the inner one.
 
+    ``exhaustive``: continue until no direction yields a new vertex, i.e. until every outer corner
+    lies in the inner polytope up to rounding (and the oracle's error bound). ``status`` is
+    ``iteration_limit`` when ``max_iter`` oracle calls did not get there."""
     space = Space.of(objectives)
     call = y_oracle(oracle, space)
     m = len(objectives)
     approx = start(call, m)
-    it = 0
-    tol = 0.0 if exhaustive else precision
-    while it < max_iter:
-        V = approx.V
-        W, b = approx.H
-        lo = np.where(np.isfinite(space.lower), np.maximum(space.lower, V.min(axis=0) - 1.0), V.min(axis=0) - 1.0)
-        halfspaces = np.vstack([np.hstack([W, -b[:, None]]), np.hstack([-np.eye(m), lo[:, None]])])
-        interior = _chebyshev(halfspaces)
-        if interior is None:
-            break
-        try:
-            corners = HalfspaceIntersection(halfspaces, interior).intersections
-        except Exception:
-            break
-        worst, worst_w = tol, None
+    it, status, confirmed = 0, "optimal", []
+    gaps: dict = {}  # corner -> (w, gap) against the current vertices (cleared when one is added)
+    while True:
+        numeric = _numeric_tolerance(approx)
+        tol = numeric if exhaustive else max(precision, numeric)
+        corners = _outer_corners(approx, space)
+        best = None
         for corner in corners:
-            w, gap = approx.separating_direction(corner)
-            if gap > worst + 1e-12:
-                worst, worst_w = gap, w
-        if worst_w is None:
+            if any(np.max(np.abs(corner - c)) <= numeric for c in confirmed):
+                continue
+            key = tuple(np.round(corner, 12))
+            if key not in gaps:
+                gaps[key] = approx.separating_direction(corner)
+            w, gap = gaps[key]
+            if gap > tol and (best is None or gap > best[0]):
+                best = (gap, w, corner)
+        if best is None:
             break
-        y, err, sched = call(worst_w)
-        new = approx.add(worst_w, y, err, sched)
+        if it >= max_iter:
+            status = "iteration_limit"
+            break
+        _, w, corner = best
+        y, err, sched = call(w)
+        new = approx.add(w, y, err, sched)
         it += 1
-        if not new and exhaustive:
-            # same vertex again: the facet is exact; stop once every corner is confirmed
-            if all(approx.separating_direction(c)[1] <= 1e-9 or _confirmed(approx, c) for c in corners):
-                break
+        if new:
+            gaps.clear()
+        if not new and w @ corner <= w @ y + err + numeric:
+            # the oracle's optimum in this direction reaches the corner: nothing separates it
+            confirmed.append(corner)
+    keep = _extreme(approx.V, _numeric_tolerance(approx))
     W, b = approx.H
-    pts = _pareto_filter(approx.V)
     return MultiResult(
-        "pareto", tuple(objectives), precision, it + m,
-        points=[space.to_x(v).tolist() for v in pts],
+        "pareto", tuple(objectives), precision, it + m, status=status,
+        points=[space.to_x(approx.V[i]).tolist() for i in keep],
         halfspaces=[{"normal": (w * space.sign).tolist(), "offset": float(o)} for w, o in zip(W, b)],
-        schedulers=[approx.schedulers[i] for i in range(len(approx.vertices))],
+        schedulers=[approx.schedulers[i] for i in keep],
     )
 
 
-def _confirmed(approx: Approximation, corner: np.ndarray) -> bool:
-    return False
+def _numeric_tolerance(approx: Approximation) -> float:
+    """Rounding noise of the LPs and the oracle, plus the largest oracle error bound."""
+    V = approx.V
+    scale = max(1.0, float(np.max(np.abs(V)))) if V.size else 1.0
+    return 1e-9 * scale + (max(approx.errors) if approx.errors else 0.0)
+
+
+def _outer_corners(approx: Approximation, space: Space) -> np.ndarray:
+    """Vertices of the outer polytope, cut below by the thresholds (or just below every vertex)."""
+    from scipy.spatial import HalfspaceIntersection
+
+    V = approx.V
+    m = approx.m
+    W, b = approx.H
+    floor = V.min(axis=0) - 1.0
+    lo = np.where(np.isfinite(space.lower), np.maximum(space.lower, floor), floor)
+    halfspaces = np.vstack([np.hstack([W, -b[:, None]]), np.hstack([-np.eye(m), lo[:, None]])])
+    interior = _chebyshev(halfspaces)
+    if interior is None:
+        return np.zeros((0, m))
+    try:
+        return HalfspaceIntersection(halfspaces, interior).intersections
+    except Exception:  # scipy's QhullError on a degenerate intersection: joggle the input
+        return HalfspaceIntersection(halfspaces, interior, qhull_options="QJ").intersections
+
+
+def _extreme(V: np.ndarray, tol: float) -> list[int]:
+    """Indices of the points that are vertices of the downward closure of their convex hull:
+    dominated points and points within ``tol`` of the hull of the others are dropped (one at a
+    time, so of two near-duplicates one stays)."""
+    keep = list(range(len(V)))
+    for i in range(len(V)):
+        others = [j for j in keep if j != i]
+        if not others:
+            continue
+        probe = Approximation(V.shape[1], vertices=[V[j] for j in others])
+        if probe.separating_direction(V[i])[1] <= tol:
+            keep.remove(i)
+    return keep
 
 
 def _chebyshev(halfspaces: np.ndarray):
@@ -224,12 +265,3 @@ def _chebyshev(halfspaces: np.ndarray):
     if res.status != 0 or res.x[m] <= 1e-12:
         return None
     return res.x[:m]
-
-
-def _pareto_filter(V: np.ndarray) -> np.ndarray:
-    keep = []
-    for i, v in enumerate(V):
-        dominated = any(np.all(u >= v) and np.any(u > v + 1e-12) for j, u in enumerate(V) if j != i)
-        if not dominated:
-            keep.append(i)
-    return V[keep]
