@@ -1,4 +1,4 @@
-"""The only module that imports gymnasium, highway-env and stable-baselines3 (the ``drl`` extra).
+"""The only module that imports highway-env (the ``drl`` extra; SB3 lives in :mod:`mopmc.runtime.sb3_adapter`).
 
 :class:`RealtimeHighwayEnv` is highway-env's highway scene with continuous actions where the world
 keeps moving while the agent thinks: each decision has a delay during which the previous action
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from mopmc.errors import ConfigError, DependencyError
+from mopmc.errors import DependencyError
 from mopmc.runtime.config import EnvConfig
 from mopmc.runtime.controllers import Command, LaneKeeper
 from mopmc.runtime.delay import DEFAULT_DELAY_SPEC, DelayDistribution, parse_delay_spec
@@ -237,34 +237,8 @@ class IdmAgent:
         return self.world.to_action(Command(accel, steering))
 
 
-_ALGORITHMS = ("ddpg", "td3", "sac", "ppo", "a2c")
+def load_agent(spec: str) -> Any:
+    """Load ``shipped`` or ``[ALGO:]PATH.zip``; see :func:`mopmc.runtime.sb3_adapter.load_agent` (the SB3 importer)."""
+    from mopmc.runtime.sb3_adapter import load_agent as load
 
-
-class Sb3Agent:
-    """A trained Stable-Baselines3 policy, acting deterministically."""
-
-    def __init__(self, model: Any) -> None:
-        self.model = model
-
-    def act(self, observation: Any) -> np.ndarray:
-        action, _ = self.model.predict(observation, deterministic=True)
-        return np.asarray(action, dtype=float)
-
-
-def load_agent(spec: str) -> Sb3Agent:
-    """Load ``[ALGO:]PATH.zip`` (ALGO one of ddpg, td3, sac, ppo, a2c; default ddpg)."""
-    algo, _, path = spec.partition(":") if spec.split(":", 1)[0].lower() in _ALGORITHMS else ("ddpg", "", spec)
-    try:
-        import stable_baselines3 as sb3
-    except ImportError:
-        raise DependencyError('loading a trained agent needs stable-baselines3: pip install "mopmc[drl]"') from None
-    import os
-
-    if not os.path.isfile(path) and not os.path.isfile(path + ".zip"):
-        raise ConfigError(f"agent file {path!r} does not exist; pass --agent idm or a Stable-Baselines3 .zip")
-    cls = getattr(sb3, algo.upper())
-    try:
-        model = cls.load(path, device="cpu")
-    except Exception as exc:  # SB3 raises many types for a wrong or corrupt file
-        raise ConfigError(f"agent file {path!r} is not a loadable {algo.upper()} model ({type(exc).__name__}: {exc})") from None
-    return Sb3Agent(model)
+    return load(spec)

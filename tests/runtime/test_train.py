@@ -1,0 +1,130 @@
+"""DDPG training: typed config, checkpoints, resuming (in-process and after kill -9), the shipped agent."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from mopmc.errors import ConfigError
+
+pytest.importorskip("stable_baselines3")
+
+from mopmc.cli.rt import app  # noqa: E402
+from mopmc.runtime import sb3_adapter as sb  # noqa: E402
+from mopmc.runtime.agents import AgentInterface, metadata_path, shipped_agent_path  # noqa: E402
+from mopmc.runtime.train import TrainingInterrupted, parse_train_config, train  # noqa: E402
+
+TINY = {
+    "seed": 3, "total_steps": 40, "checkpoint_every": 10, "eval_every": 20, "eval_episodes": 2,
+    "ddpg": {"actor": [8, 8], "critic": [8, 8], "learning_starts": 8, "batch_size": 8, "buffer_size": 500},
+    "env": {"vehicles": 3, "duration": 6},
+}
+
+
+def params(path):
+    return sb.policy_parameters(sb.load_agent(str(path)).model)
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    out = tmp_path_factory.mktemp("straight")
+    result = train(parse_train_config(TINY), out, progress=False)
+    return out, result
+
+
+def test_training_writes_models_checkpoints_and_evaluations(uninterrupted):
+    out, result = uninterrupted
+    assert result.steps == 40 and result.resumed_from == 0
+    assert [e["steps"] for e in result.evaluations][0] >= 20
+    assert all(0 <= e["collision_rate"] <= 1 and 0 <= e["prob_lane_departure"] <= 1 for e in result.evaluations)
+    pointer = json.loads((out / "checkpoint.json").read_text())
+    assert (out / pointer["folder"] / "replay.pkl").is_file()
+    meta = json.loads((out / "final_model.json").read_text())
+    assert AgentInterface.from_dict(meta["interface"], "meta") == parse_train_config(TINY).agent_interface()
+    assert meta["seed"] == 3
+    # the saved policy acts through its interface: a 1-d steering output becomes a 2-d env action
+    agent = sb.load_agent(str(result.final_model))
+    assert agent.act(np.zeros((5, 5))).shape == (2,)
+
+
+def test_resume_after_interruption_equals_uninterrupted_run(uninterrupted, tmp_path):
+    out, result = uninterrupted
+    config = parse_train_config(TINY)
+    with pytest.raises(TrainingInterrupted):
+        train(config, tmp_path, progress=False, interrupt_at=27)
+    resumed = train(config, tmp_path, progress=False)
+    assert 10 <= resumed.resumed_from < 27
+    assert np.array_equal(params(tmp_path / "final_model.zip"), params(result.final_model))
+    assert resumed.evaluations == result.evaluations
+
+
+def test_resume_after_kill_9_equals_uninterrupted_run(uninterrupted, tmp_path):
+    out, result = uninterrupted
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps(TINY))
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-m", "mopmc", "rt", "train", str(cfg), "--out", str(run_dir), "--no-progress"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    pointer = run_dir / "checkpoint.json"
+    while proc.poll() is None and not pointer.is_file():
+        time.sleep(0.02)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (run_dir / "final_model.zip").exists()
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout)["resumed_from"] >= 10
+    assert np.array_equal(params(run_dir / "final_model.zip"), params(result.final_model))
+
+
+def test_resume_with_a_different_config_is_refused(uninterrupted):
+    out, _ = uninterrupted
+    with pytest.raises(ConfigError, match="gamma|ddpg"):
+        train(parse_train_config({**TINY, "ddpg": {**TINY["ddpg"], "gamma": 0.5}}), out, progress=False)
+
+
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ({"total_step": 5}, "unknown key(s) total_step"),
+        ({"ddpg": {"lr": 0.1}}, "ddpg: unknown key(s) lr"),
+        ({"env": {"vehicle": 3}}, "env: unknown key(s) vehicle"),
+        ({"reward": {"crash": -1}}, "reward: unknown key(s) crash"),
+        ({"interface": {"control": "throttle"}}, "control must be one of"),
+        ({"ddpg": {"actor": [0]}}, "ddpg.actor"),
+        ({"ddpg": {"learning_rate": "fast"}}, "ddpg.learning_rate"),
+        ({"total_steps": -1}, "total_steps"),
+        ({"eval_seed": 0}, "eval_seed"),
+    ],
+)
+def test_bad_configs_are_rejected_by_name(raw, fragment):
+    with pytest.raises(ConfigError) as info:
+        parse_train_config(raw, "bad.yaml")
+    assert fragment in str(info.value) and str(info.value).startswith("bad.yaml")
+
+
+def test_cli_rejects_a_bad_config_in_one_line_with_exit_2(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("seed: 1\nddpg:\n  batch: 64\n")
+    result = CliRunner().invoke(app, ["train", str(bad)])
+    assert result.exit_code == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "ddpg: unknown key(s) batch" in lines[0] and "bad.yaml" in lines[0]
+
+
+def test_shipped_agent_is_package_data_with_its_metadata_and_meets_the_bar():
+    path = shipped_agent_path()
+    assert path.is_file() and path.stat().st_size < 5 * 2**20
+    meta = json.loads(metadata_path(path).read_text())
+    evaluation = meta["evaluation_50"]
+    assert evaluation["episodes"] >= 50
+    assert evaluation["collision_rate"] <= 0.10 and evaluation["prob_lane_departure"] <= 0.05
+    agent = sb.load_agent(sb.SHIPPED)
+    assert agent.interface == AgentInterface.from_dict(meta["interface"], "meta")
+    assert np.all(np.abs(agent.act(np.zeros((5, 5)))) <= 1.0)
