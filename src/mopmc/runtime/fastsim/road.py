@@ -27,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from mopmc.runtime.fastsim.vehicles import Lanes, Tick, idm_act, is_idm, kinematic_step, steps_fast
+
 _MARGIN = 1e-6
 
 
@@ -37,6 +39,8 @@ def _straight(lane: Any) -> bool:
 def accelerate(road: Any) -> Any:
     """Install the vectorised ``neighbour_vehicles`` and ``step`` on ``road`` (in place); returns it."""
     stock_neighbours = road.neighbour_vehicles
+    all_straight = all(_straight(lane) for to in road.network.graph.values() for ls in to.values() for lane in ls)
+    lanes = Lanes(road.network) if all_straight else None
     cache: dict[str, Any] = {"positions": None, "index": {}}
 
     def positions() -> np.ndarray:
@@ -77,10 +81,23 @@ def accelerate(road: Any) -> Any:
             rear = vehicles[int(behind[s_v[behind] == best][0])]
         return front, rear
 
+    def plain() -> bool:
+        """The scene the float code covers: straight lanes, no objects, no history, one-lane search."""
+        return lanes is not None and not road.objects and not road.record_history and not road.neighbour_vehicles_connected_lanes
+
+    def act() -> None:
+        vehicles = road.vehicles
+        tick = Tick(lanes, vehicles) if plain() else None
+        for vehicle in vehicles:
+            if tick is None or not is_idm(vehicle) or not idm_act(tick, vehicle):
+                vehicle.act()
+
     def step(dt: float) -> None:
         vehicles = road.vehicles
+        fast = plain()
         for vehicle in vehicles:
-            vehicle.step(dt)
+            if not (fast and steps_fast(vehicle) and kinematic_step(lanes, vehicle, dt)):
+                vehicle.step(dt)
         cache["positions"] = None
         if len(vehicles) > 1:
             p = positions()
@@ -96,5 +113,6 @@ def accelerate(road: Any) -> Any:
                 vehicle.handle_collisions(other, dt)
 
     road.neighbour_vehicles = neighbour_vehicles
+    road.act = act
     road.step = step
     return road
