@@ -1,24 +1,31 @@
-"""Vectorised neighbour search and collision broad phase for a highway-env road, same dynamics.
+"""A highway-env road with the same dynamics, about 13x faster at 50 vehicles (one core).
 
-Profiling stock highway-env with 50 vehicles (cProfile, 3 policy steps: 3.1 s) puts 65% of the time
-in ``Road.act``, most of it in ``Road.neighbour_vehicles`` (every vehicle scans every other one
-through ``StraightLane.local_coordinates`` and ``on_lane``: O(N^2) Python calls per 15 Hz tick), and
-33% in ``Road.step``, most of it in the pairwise ``handle_collisions`` whose spherical pre-check
-rejects almost every pair. :func:`accelerate` replaces both on a road instance:
+Profiling stock highway-env with 50 vehicles puts nearly all of a 15 Hz tick in Python per-vehicle
+code: ``Road.neighbour_vehicles`` (every vehicle scans every other one through
+``StraightLane.local_coordinates``: O(N^2) calls), the pairwise ``handle_collisions``, and each
+vehicle's IDM / MOBIL / steering / bicycle code, made of numpy calls on scalars plus a
+``get_closest_lane_index`` over all lanes per step. :func:`accelerate` replaces, on one road:
 
-- ``neighbour_vehicles``: the lane coordinates of all vehicles at once (numpy, positions cached
-  until the next ``step``), the same on-lane test and the same tie rules as the loop (front: the
-  last vehicle in list order at the smallest ``s_v >= s``; rear: the first at the largest
-  ``s_v < s``). Other cases (objects on the road, connected-lane search, curved lanes) fall back
-  to the stock method.
-- ``step``: the vehicles step as before; the spherical pre-check is evaluated for all pairs at once
-  with a 1e-6 m safety margin, and only the pairs that pass it go through the stock
-  ``handle_collisions``, in the stock order. The skipped pairs are exactly those the stock
-  pre-check returns from without side effects.
+- ``act``: on a plain scene (straight lanes only, no objects, no history, no connected-lane
+  search) one lane-coordinate table per tick (:class:`~.vehicles.Tick`) and each IDM vehicle's
+  ``act`` as float code over it (:func:`~.vehicles.idm_act`), in list order (a vehicle's MOBIL
+  abort rule reads the targets that earlier vehicles just set). Other vehicles (the ego), IDM
+  vehicles the float code does not cover (with a route, at the end of their lane) and other scenes
+  run the stock ``act``.
+- ``step``: each vehicle's ``Vehicle.step`` as float code (:func:`~.vehicles.kinematic_step`) on a
+  plain scene, else stock; the spherical collision pre-check for all pairs at once with a 1e-6 m
+  safety margin, only the pairs that pass it going through the stock ``handle_collisions`` in the
+  stock order (the skipped pairs are exactly those the stock pre-check returns from without side
+  effects).
+- ``neighbour_vehicles`` (used by the stock fallbacks): numpy lane coordinates of all vehicles,
+  the same on-lane test and tie rules as the loop (front: the last vehicle in list order at the
+  smallest ``s_v >= s``; rear: the first at the largest ``s_v < s``); other cases (objects,
+  connected-lane search, curved lanes) run the stock method.
 
-The vehicles' own behaviour (IDM, MOBIL, steering, kinematic bicycle) runs unchanged, so
-trajectories match stock (tested within 1e-6 for 10 policy steps at 50 vehicles). No highway-env
-import here: the road object comes from :mod:`mopmc.runtime.highway_adapter`.
+The formulas keep highway-env's order of operations; only the last bits of transcendental
+functions can differ (``math`` against numpy), so trajectories match stock (tested within 1e-6 over
+10 policy steps at 50 vehicles, measured about 4e-15, and vehicle by vehicle against the stock
+methods). No highway-env import here: the road object comes from :mod:`mopmc.runtime.highway_adapter`.
 """
 
 from __future__ import annotations
@@ -33,13 +40,15 @@ _MARGIN = 1e-6
 
 
 def _straight(lane: Any) -> bool:
-    return hasattr(lane, "direction") and hasattr(lane, "direction_lateral") and type(lane).__name__ == "StraightLane"
+    cls = type(lane)  # exactly highway-env's StraightLane: the closed-form lane coordinates hold
+    return cls.__module__ == "highway_env.road.lane" and cls.__qualname__ == "StraightLane"
 
 
 def accelerate(road: Any) -> Any:
-    """Install the vectorised ``neighbour_vehicles`` and ``step`` on ``road`` (in place); returns it."""
+    """Install the fast ``act``, ``step`` and ``neighbour_vehicles`` on ``road`` (in place); returns it."""
     stock_neighbours = road.neighbour_vehicles
-    all_straight = all(_straight(lane) for to in road.network.graph.values() for ls in to.values() for lane in ls)
+    graph = road.network.graph
+    all_straight = all(_straight(lane) for to in graph.values() for ls in to.values() for lane in ls)
     lanes = Lanes(road.network) if all_straight else None
     cache: dict[str, Any] = {"positions": None, "index": {}}
 
@@ -83,7 +92,12 @@ def accelerate(road: Any) -> Any:
 
     def plain() -> bool:
         """The scene the float code covers: straight lanes, no objects, no history, one-lane search."""
-        return lanes is not None and not road.objects and not road.record_history and not road.neighbour_vehicles_connected_lanes
+        return (
+            lanes is not None
+            and not road.objects
+            and not road.record_history
+            and not road.neighbour_vehicles_connected_lanes
+        )
 
     def act() -> None:
         vehicles = road.vehicles
