@@ -1,0 +1,140 @@
+"""Hypothesis: achievability and numerical queries over the kernel on random MDPs against the LP
+engine answering the same question directly (one LP over occupation measures, no oracle loop).
+
+Thresholds are drawn around a point the LP finds in a random direction, so both verdicts occur.
+Examples where an objective is infinite (the kernel or the LP refuses the model) are rejected.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, event, given, settings
+from hypothesis import strategies as st
+from scipy.optimize import linprog
+from scipy.sparse import vstack
+
+from strategies import random_mdps
+from mopmc.engine.lp import lp_achievable, lp_optimise
+from mopmc.engine.lp_product import occupation_polytope
+from mopmc.errors import InfiniteValueError
+from mopmc.properties.objectives import Objective
+from mopmc.queries.dispatch import make_oracle
+from mopmc.queries.multi import achievability, numerical
+
+SETTINGS = dict(max_examples=80, deadline=None, derandomize=True,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+
+
+def _objectives(senses, thresholds, query=None):
+    out = []
+    for i, (s, t) in enumerate(zip(senses, thresholds)):
+        cmp = None if i == query else ("<=" if s == "min" else ">=")
+        thr = None if i == query else float(t)
+        text = f'R{{"r{i}"}}{s + "=?" if i == query else cmp + repr(thr)} [C]'
+        out.append(Objective(i, text, "total_reward", s, f"r{i}", comparison=cmp, threshold=thr))
+    return tuple(out)
+
+
+def _with_exit(model, p: float):
+    """Every choice also moves, with probability ``p``, to a fresh absorbing zero-reward state:
+    then every scheduler stops almost surely and every total reward is finite."""
+    n = model.n_states
+    row_groups, indptr, targets, probs = list(model.row_groups), [0], [], []
+    for c in range(model.n_choices):
+        lo, hi = model.indptr[c], model.indptr[c + 1]
+        targets += list(model.targets[lo:hi]) + [n]
+        probs += [float(q) * (1 - p) for q in model.probs[lo:hi]] + [p]
+        indptr.append(len(targets))
+    row_groups.append(row_groups[-1] + 1)
+    targets.append(n)
+    probs.append(1.0)
+    indptr.append(len(targets))
+    rewards = {k: np.append(v, 0.0) for k, v in model.rewards.items()}
+    return type(model).from_arrays(row_groups, indptr, targets, probs, initial=0, rewards=rewards,
+                                   source="<hypothesis+exit>")
+
+
+@st.composite
+def cases(draw):
+    model = draw(random_mdps(max_states=12, reward_models=3))
+    if draw(st.booleans()):  # half the examples keep their end components (some infinite: rejected)
+        model = _with_exit(model, draw(st.sampled_from([0.1, 0.5])))
+    m = draw(st.integers(2, 3))
+    senses = draw(st.lists(st.sampled_from(["min", "max"]), min_size=m, max_size=m))
+    w = np.array(draw(st.lists(st.floats(-1, 1), min_size=m, max_size=m)))
+    shift = np.array(draw(st.lists(st.floats(-1.0, 1.0), min_size=m, max_size=m)))
+    return model, senses, w, shift
+
+
+def _anchor(model, senses, w, shift):
+    """Thresholds near the LP's optimum in direction ``w`` (None when some optimum is infinite)."""
+    free = _objectives(senses, [0.0] * len(senses))
+    try:
+        point = lp_optimise(model, free, w).point
+    except InfiniteValueError:
+        return None
+    return point + shift
+
+
+@settings(**SETTINGS)
+@given(cases())
+def test_achievability_verdict_equals_lp(case):
+    model, senses, w, shift = case
+    thresholds = _anchor(model, senses, w, shift)
+    assume(thresholds is not None)
+    objs = _objectives(senses, thresholds)
+    try:
+        ours = achievability(make_oracle(model, objs, "kernel"), objs)
+    except InfiniteValueError:
+        assume(False)
+    ref = lp_achievable(model, objs)
+    event(f"achievable={ref.achievable}")
+    if abs(ours.margin) > 1e-3:
+        assert ours.achievable is ref.achievable, (ours.margin, ref.margin)
+    # the margin itself is exact up to the precision (the LP caps it at 1)
+    assert min(ours.margin, 1.0) == pytest.approx(min(ref.margin, 1.0), abs=2 * ours.precision)
+
+
+def _lp_numerical(model, objs, k):
+    """max/min objective ``k`` subject to the others' thresholds, as one LP; None when infeasible."""
+    lp = occupation_polytope(model, objs)
+    sign = 1.0 if objs[k].sense == "max" else -1.0
+    rows, rhs = [], []
+    for i, o in enumerate(objs):
+        if o.threshold is None:
+            continue
+        s = 1.0 if o.comparison.startswith(">") else -1.0
+        rows.append(-s * lp.scale[i] * lp.gain[i])
+        rhs.append(s * (lp.offset[i] - o.threshold))
+    c = -sign * lp.scale[k] * lp.gain[k].toarray().ravel()
+    res = linprog(c, A_ub=vstack(rows) if rows else None, b_ub=np.array(rhs) if rows else None,
+                  A_eq=lp.flow, b_eq=lp.rhs(), bounds=lp.bounds(), method="highs")
+    if res.status == 2:
+        return None
+    assert res.status == 0, res.message
+    return float(lp.values(res.x)[k])
+
+
+@settings(**SETTINGS)
+@given(cases(), st.integers(0, 2))
+def test_numerical_value_equals_lp_optimum(case, k):
+    model, senses, w, shift = case
+    k = k % len(senses)
+    thresholds = _anchor(model, senses, w, shift)
+    assume(thresholds is not None)
+    objs = _objectives(senses, thresholds, query=k)
+    try:
+        ours = numerical(make_oracle(model, objs, "kernel"), objs, precision=1e-9)
+    except InfiniteValueError:
+        assume(False)
+    ref = _lp_numerical(model, objs, k)
+    if ref is None:
+        assert ours.status == "infeasible"
+        return
+    if ours.status == "infeasible":
+        # only when the thresholds are met with (almost) no slack: the LP says feasible
+        assert lp_achievable(model, tuple(o for o in objs if o.threshold is not None) or objs).margin <= 1e-6
+        return
+    assert ours.value == pytest.approx(ref, abs=1e-6 * max(1.0, abs(ref)))
+    assert ours.lower - 1e-9 <= ref <= ours.upper + 1e-9
