@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 from typing import List, Optional
@@ -28,9 +29,10 @@ def check_command(
     const: list[str] | None,
     json_out: bool,
     export_scheduler: str | None,
-    precision: float,
+    precision: float | None,
     engine: str,
     device: str | None = None,
+    plot: str | None = None,
 ) -> None:
     """The body of ``mopmc check`` (wrapped by :func:`run_cli` in :func:`check`)."""
     from mopmc.io.load import load
@@ -43,19 +45,31 @@ def check_command(
         raise PropertyError(f"--engine {engine!r}: use kernel, lp or torch")
     if device is not None and engine != "torch":
         raise PropertyError(f"--device {device}: only --engine torch runs on a device")
-    if not 0 < precision < 1:
+    if precision is not None and not 0 < precision < 1:
         raise PropertyError(f"--precision {precision}: give a relative precision between 0 and 1, e.g. 1e-6")
     text = prop if prop is not None else read_property_file(props_file)
     loaded = load(model, parse_consts(const), properties=text)
     props = loaded.properties()
     if not props:
         raise PropertyError(f"no property found in {props_file or repr(prop)}")
+    if plot:
+        from mopmc.queries.plot import check_plottable
+
+        if len(props) != 1:
+            raise PropertyError(f"--plot {plot}: give one property ({len(props)} given)")
+        check_plottable(props[0].kind, len(props[0].objectives), f"property 1 ({props[0].text})")
     rows, schedulers, infinite = [], [], []
     for p in props:
         if p.multi:
-            row, sched = _multi(loaded.model, p, engine, precision, device), None
+            row, res = _multi(loaded.model, p, engine, precision, device)
+            sched = _MultiSchedulers(res, engine) if export_scheduler else None
+            if plot:
+                from mopmc.queries.plot import plot_pareto
+
+                plot_pareto(res, plot)
         else:
-            res = check_single(loaded.model, p, precision=precision, engine=engine, device=device)
+            res = check_single(loaded.model, p, precision=1e-6 if precision is None else precision,
+                               engine=engine, device=device)
             row, sched = res.to_json(), res.scheduler
             if res.status == "infinite":
                 infinite.append(res.message)
@@ -74,20 +88,45 @@ def check_command(
         raise SystemExit(2)
 
 
-def _multi(model, p, engine: str, precision: float, device: str | None = None) -> dict:
-    try:
-        from mopmc.queries.dispatch import multi_query
-    except ImportError:
-        raise PropertyError(f"{p.text}: multi-objective queries are not implemented yet") from None
+def _multi(model, p, engine: str, precision: float | None, device: str | None = None):
+    """The JSON row and the :class:`~mopmc.queries.multi.MultiResult` of a ``multi(...)`` property;
+    a near-boundary achievability verdict is reported on stderr (one line)."""
+    from mopmc.queries.dispatch import multi_query
+    from mopmc.queries.multi import DEFAULT_PRECISION
+
     start = time.perf_counter()
-    res = multi_query(model, p, engine=engine, precision=precision, device=device)
-    out = res.to_json() if hasattr(res, "to_json") else {"value": getattr(res, "value", None)}
-    out.setdefault("property", p.text)
-    out.setdefault("kind", p.kind)
-    out.setdefault("objectives", [o.to_json() for o in p.objectives])
-    out.setdefault("precision", precision)
-    out.setdefault("timings", {"check": time.perf_counter() - start})
-    return out
+    res = multi_query(model, p, engine=engine, precision=DEFAULT_PRECISION if precision is None else precision,
+                      device=device)
+    out = {"property": p.text, "name": p.name, **res.to_json(),
+           "timings": {"check": time.perf_counter() - start}}
+    if res.near_boundary:
+        sys.stderr.write(
+            f"warning: {p.text}: margin {res.margin:.3g} is within the precision {res.precision:g} of the "
+            f"thresholds: the verdict ({'true' if res.achievable else 'false'}) is near the boundary "
+            "(Storm's sound and exact modes may disagree); lower --precision to decide it\n"
+        )
+    return out, res
+
+
+class _MultiSchedulers:
+    """The deterministic schedulers behind a multi-objective result, for ``--export-scheduler``:
+    one per Pareto vertex, or the witness mixture of an achievability or numerical query."""
+
+    def __init__(self, res, engine: str):
+        if engine != "kernel":
+            raise PropertyError(f"--export-scheduler with a multi(...) property needs --engine kernel (got {engine})")
+        self.res = res
+
+    def to_json(self, model) -> dict:
+        res = self.res
+        if res.kind == "pareto":
+            return {"kind": "pareto", "vertices": [{"point": pt, "scheduler": s.scheduler.to_json(model)}
+                                                   for pt, s in zip(res.points, res.schedulers)]}
+        if res.witness is None:
+            return {"kind": res.kind, "status": res.status, "mixture": []}
+        w = res.witness
+        return {"kind": res.kind, "mixture": [{"weight": lam, "point": pt, "scheduler": s.scheduler.to_json(model)}
+                                              for lam, pt, s in zip(w.weights, w.points, w.schedulers)]}
 
 
 def _export(path: str, model, props, schedulers) -> None:
@@ -131,9 +170,10 @@ def check(
     const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...]; may be repeated."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list, one object per property."),
     export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the optimal scheduler as JSON."),
-    precision: float = typer.Option(1e-6, "--precision", help="Relative precision for iterative methods."),
+    precision: Optional[float] = typer.Option(None, "--precision", help="Precision: relative for single objectives (default 1e-6); absolute per objective for multi(...) (default 1e-4)."),
     engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front (2 or 3 objectives) to this PNG file."),
 ) -> None:
     """Check properties: single-objective values, and multi(...) queries."""
-    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device))
+    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot))

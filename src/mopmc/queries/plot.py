@@ -1,0 +1,112 @@
+"""Draw a 2- or 3-objective Pareto front: the under-approximation (what the vertices found
+achieve, with everything they dominate) and the over-approximation (the supporting halfspaces).
+
+Axes are in original units and property order; for an objective to minimise the achievable region
+extends upwards (larger values are worse). matplotlib is imported here only, and lazily.
+
+>>> plot_pareto(result, "front.png")  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from mopmc.errors import DependencyError, PropertyError
+
+
+def _pyplot():
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise DependencyError('--plot needs matplotlib: pip install "mopmc[plot]"') from None
+    return plt
+
+
+def check_plottable(kind: str, m: int, where: str) -> None:
+    """Raise :class:`PropertyError` unless a Pareto query with 2 or 3 objectives."""
+    if kind != "pareto":
+        raise PropertyError(f"--plot: {where} is {'an' if kind[0] in 'aeiou' else 'a'} {kind} query; --plot draws Pareto queries (2 or 3 objectives with =?)")
+    if m not in (2, 3):
+        raise PropertyError(f"--plot: {where} has {m} objectives; --plot draws 2 or 3")
+
+
+def regions(points, halfspaces, sign) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Corners (original units) of the under- and over-approximation, cut at a common floor (one
+    unit beyond the worst vertex in every objective), and that floor (maximisation space)."""
+    from scipy.spatial import ConvexHull, HalfspaceIntersection
+
+    sign = np.asarray(sign, float)
+    Y = np.asarray(points, float).reshape(-1, len(sign)) * sign
+    m = Y.shape[1]
+    span = np.maximum(Y.max(axis=0) - Y.min(axis=0), 1e-9)
+    floor = Y.min(axis=0) - 0.25 * span
+    # inner: hull of the vertices and their projections onto the floor (downward closure, cut)
+    pts = [Y]
+    for mask in range(1, 2 ** m):
+        low = Y.copy()
+        for j in range(m):
+            if mask >> j & 1:
+                low[:, j] = floor[j]
+        pts.append(low)
+    P = np.unique(np.vstack(pts), axis=0)
+    try:
+        inner = P[ConvexHull(P).vertices]
+    except Exception:  # degenerate (e.g. a single vertex): the box corners are the region
+        inner = P
+    W = np.array([np.asarray(h["normal"], float) * sign for h in halfspaces]).reshape(-1, m)
+    b = np.array([float(h["offset"]) for h in halfspaces])
+    hs = np.vstack([np.hstack([W, -b[:, None]]), np.hstack([-np.eye(m), floor[:, None]])])
+    interior = (Y.mean(axis=0) + floor) / 2
+    outer = HalfspaceIntersection(hs, interior, qhull_options="QJ").intersections
+    return inner * sign, outer * sign, floor * sign
+
+
+def plot_pareto(result, path: str | Path, title: str | None = None) -> Path:
+    """Write a PNG of ``result`` (a Pareto :class:`~mopmc.queries.multi.MultiResult`) to ``path``."""
+    objectives = result.objectives
+    check_plottable(result.kind, len(objectives), "the property")
+    sign = [1.0 if o.sense == "max" else -1.0 for o in objectives]
+    inner, outer, _ = regions(result.points, result.halfspaces, sign)
+    plt = _pyplot()
+    names = [f"{o.name} ({o.sense})" for o in objectives]
+    pts = np.asarray(result.points, float)
+    if len(objectives) == 2:
+        fig, ax = plt.subplots(figsize=(6, 5))
+        for corners, style in ((outer, dict(color="tab:red", alpha=0.15, label="over-approximation")),
+                               (inner, dict(color="tab:blue", alpha=0.35, label="under-approximation"))):
+            c = corners - corners.mean(axis=0)
+            order = np.argsort(np.arctan2(c[:, 1], c[:, 0]))
+            ax.fill(corners[order, 0], corners[order, 1], **style)
+        ax.plot(pts[:, 0], pts[:, 1], "o", color="black", ms=4, label="vertices")
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(names[1])
+    else:
+        from mpl_toolkits.mplot3d.art3d import Poly3DCollection
+        from scipy.spatial import ConvexHull
+
+        fig = plt.figure(figsize=(7, 6))
+        ax = fig.add_subplot(projection="3d")
+        for corners, color, alpha, label in ((outer, "tab:red", 0.12, "over-approximation"),
+                                             (inner, "tab:blue", 0.35, "under-approximation")):
+            hull = ConvexHull(corners, qhull_options="QJ")
+            ax.add_collection3d(Poly3DCollection([corners[s] for s in hull.simplices], facecolor=color,
+                                                 alpha=alpha, edgecolor="none", label=label))
+        ax.scatter(pts[:, 0], pts[:, 1], pts[:, 2], color="black", s=10, label="vertices")
+        lo, hi = np.minimum(inner.min(axis=0), outer.min(axis=0)), np.maximum(inner.max(axis=0), outer.max(axis=0))
+        ax.set_xlim(lo[0], hi[0])
+        ax.set_ylim(lo[1], hi[1])
+        ax.set_zlim(lo[2], hi[2])
+        ax.set_xlabel(names[0])
+        ax.set_ylabel(names[1])
+        ax.set_zlabel(names[2])
+    ax.set_title(title or f"Pareto front: {len(pts)} vertices")
+    ax.legend(loc="best", fontsize=8)
+    path = Path(path)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
