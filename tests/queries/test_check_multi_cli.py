@@ -1,0 +1,104 @@
+"""``mopmc check`` on multi(...) properties, through the installed command: the JSON contract, the
+near-boundary warning, scheduler export, plots and exit codes."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from support import assert_one_line_error, run_mopmc, shared_model
+from mopmc.engine.evaluate import evaluate
+from mopmc.engine.scheduler import Scheduler
+from mopmc.io.load import load
+
+PROPS = "\n".join([
+    'multi(R{"time"}min=? [C], R{"energy"}min=? [C]);',
+    'multi(R{"time"}<=4 [C], R{"energy"}<=4 [C]);',
+    'multi(R{"time"}min=? [C], R{"energy"}<=4 [C]);',
+    'R{"time"}min=? [C]',
+])
+
+
+def test_json_contract(tmp_path):
+    props = tmp_path / "all.props"
+    props.write_text(PROPS)
+    res = run_mopmc("check", "example:tradeoff", "--props", props, "--json")
+    assert res.code == 0, res.stderr
+    rows = res.json()
+    assert [r["kind"] for r in rows] == ["pareto", "achievability", "numerical", "value"]
+    for r in rows:
+        assert set(r["timings"]) >= {"load", "check"} and all(v >= 0 for v in r["timings"].values())
+        assert r["precision"] > 0
+        for i, o in enumerate(r["objectives"]):
+            assert set(o) == {"index", "formula", "name"} and o["index"] == i
+    pareto, ach, num, value = rows
+    assert [o["name"] for o in pareto["objectives"]] == ["time", "energy"]
+    assert pareto["precision"] == 1e-4  # the multi-objective default, absolute per objective
+    assert len(pareto["points"]) == 2 and len(pareto["halfspaces"]) >= 2
+    # every point satisfies every halfspace (original units: normal . x <= offset)
+    for h in pareto["halfspaces"]:
+        assert all(np.dot(h["normal"], p) <= h["offset"] + 1e-9 for p in pareto["points"])
+    assert ach["achievable"] is True and ach["margin"] > 0 and ach["near_boundary"] is False
+    assert len(ach["witness"]["points"]) == len(ach["witness"]["weights"])
+    assert num["lower"] <= num["value"] <= num["upper"] and num["status"] == "optimal"
+    assert value["precision"] == 1e-6  # single objectives keep their relative default
+
+
+def test_near_boundary_warning():
+    path = shared_model("peer-tests/storm/multiobj_zeroconf4.nm")
+    res = run_mopmc("check", path, "--prop", 'multi(P>=0.0003 [ F l=4 & ip=1 ] , P>=0.993141[ G (error=0) ])', "--json")
+    assert res.code == 0
+    (row,) = res.json()
+    assert row["near_boundary"] is True and abs(row["margin"]) <= row["precision"]
+    assert len(res.stderr_lines) == 1 and "near the boundary" in res.stderr
+    # with a finer precision the verdict is decided and nothing is printed
+    res = run_mopmc("check", path, "--prop", 'multi(P>=0.0003 [ F l=4 & ip=1 ] , P>=0.993141[ G (error=0) ])',
+                    "--json", "--precision", "1e-7")
+    assert res.code == 0 and res.stderr_lines == []
+    assert res.json()[0]["achievable"] is True and res.json()[0]["near_boundary"] is False
+
+
+def test_export_pareto_schedulers_and_plot(tmp_path):
+    out, png = tmp_path / "s.json", tmp_path / "front.png"
+    prop = 'multi(R{"time"}min=? [C], R{"energy"}min=? [C])'
+    res = run_mopmc("check", "example:tradeoff", "--prop", prop, "--json", "--export-scheduler", out, "--plot", png)
+    assert res.code == 0, res.stderr
+    points = res.json()[0]["points"]
+    doc = json.loads(out.read_text())
+    assert doc["kind"] == "pareto" and [v["point"] for v in doc["vertices"]] == points
+    # each exported deterministic scheduler, replayed on the model, gives its vertex
+    loaded = load("example:tradeoff", properties=prop)
+    model, (p,) = loaded.model, loaded.properties()
+    for v in doc["vertices"]:
+        sch = v["scheduler"]
+        entries = sch["entries"]
+        decided = np.zeros((sch["memory_bits"], model.n_states), bool)
+        for j, states in enumerate(sch["memory_sets"]):
+            decided[j, states] = True
+        scheduler = Scheduler(np.array([e["state"] for e in entries]), np.array([e.get("memory", 0) for e in entries]),
+                              np.array([model.row_groups[e["state"]] + e["choice"] for e in entries]), decided, model.n_states)
+        np.testing.assert_allclose(evaluate(model, scheduler, p.objectives).values, v["point"], atol=1e-9)
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_three_objectives(tmp_path):
+    png = tmp_path / "f3.png"
+    path = shared_model("peer-tests/storm/multiobj_memory.prism")
+    res = run_mopmc("check", path, "--const", "p=0.1", "--plot", png,
+                    "--prop", "multi(Pmax=? [ s<4 U s=1 ], Pmax=? [ s<4 U s=2], Pmax=? [ s<4 U s=3] )")
+    assert res.code == 0, res.stderr
+    assert png.stat().st_size > 1000
+
+
+def test_bad_input_exits_2(tmp_path):
+    res = run_mopmc("check", "example:tradeoff", "--prop", 'multi(R{"time"}<=4 [C], R{"energy"}<=4 [C])',
+                    "--plot", tmp_path / "x.png")
+    assert_one_line_error(res, "--plot", "achievability")
+    res = run_mopmc("check", "example:tradeoff", "--prop", 'multi(R{"time"}min=? [C], R{"energy"}min=? [C])',
+                    "--engine", "lp", "--export-scheduler", tmp_path / "s.json")
+    assert_one_line_error(res, "--export-scheduler", "kernel")
+    # an optimum infinite in the preferred direction (reward +1 on a self-loop under max)
+    path = shared_model("peer-tests/storm/tiny_rewards_negative.nm")
+    res = run_mopmc("check", path, "--prop", 'multi(R{"b"}max=? [C], R{"a"}max=? [C])', "--json")
+    assert_one_line_error(res, "infinite")
