@@ -155,3 +155,23 @@ def test_realtime_world_on_the_fast_road_matches() -> None:
             run.append([[*v.position, v.speed] for v in world.road.vehicles])
         states.append(np.array(run))
     assert np.abs(states[0] - states[1]).max() <= 1e-6
+
+
+def test_discrete_meta_actions_match_stock() -> None:
+    """An MDPVehicle ego (stock act, float-code step) among IDM traffic."""
+
+    def run(fast: bool) -> tuple[np.ndarray, list]:
+        env = HighwayEnv(config={"action": {"type": "DiscreteMetaAction"}, "vehicles_count": 20})
+        env.reset(seed=17)
+        if fast:
+            accelerate(env.road)
+        states, lanes = [], []
+        for a in (3, 0, 3, 2, 1, 4):  # faster, lane left, faster, lane right, idle, slower
+            env.step(a)
+            states.append([[*v.position, v.speed, v.heading] for v in env.road.vehicles])
+            lanes.append([v.lane_index for v in env.road.vehicles])
+        return np.array(states), lanes
+
+    (stock, lanes_stock), (fast, lanes_fast) = run(False), run(True)
+    assert np.abs(stock - fast).max() <= 1e-6
+    assert lanes_stock == lanes_fast

@@ -139,7 +139,8 @@ class Tick:
             self.members.append([i for i in range(n) if abs(lat[i]) <= half and -vl <= s[i] < length + vl])
             self.s.append(s)
             self.lat.append(lat)
-        self.own = [lanes.k_of_lane.get(id(v.lane), -1) for v in vehicles]
+        self.own = [lanes.k_of_lane.get(id(v.lane), -1) for v in vehicles]  # v.lane: lane distances
+        self.own_ix = [lanes.k_of_index.get(v.lane_index, -1) for v in vehicles]  # v.lane_index: searches
 
     def neighbours(self, i: int, k: int) -> tuple[int, int]:
         """``Road.neighbour_vehicles`` of vehicle ``i`` on lane ``k``: (front, rear), -1 for none."""
@@ -183,7 +184,10 @@ class Tick:
         acc = caller.COMFORT_ACC_MAX * (1 - ratio)
         if f >= 0:
             k = self.own[e]
-            d = self.s[k][f] - self.s[k][e]
+            if k >= 0:
+                d = self.s[k][f] - self.s[k][e]
+            else:  # a lane outside the network's table: the stock lane_distance_to
+                d = ego.lane_distance_to(self.vehicles[f])
             g = self.desired_gap(caller, e, f) / _not_zero(d)
             acc -= caller.COMFORT_ACC_MAX * (g * g)
         return acc
@@ -195,7 +199,7 @@ class Tick:
         new_following_pred_a = self.acceleration(me, new_following, i)
         if new_following_pred_a < -me.LANE_CHANGE_MAX_BRAKING_IMPOSED:
             return False
-        old_preceding, old_following = self.neighbours(i, self.own[i])
+        old_preceding, old_following = self.neighbours(i, self.own_ix[i])
         self_pred_a = self.acceleration(me, i, new_preceding)
         self_a = self.acceleration(me, i, old_preceding)
         old_following_a = self.acceleration(me, old_following, i)
@@ -218,8 +222,7 @@ def _change_lane_policy(t: Tick, me: Any, i: int) -> None:
                     and _kind(type(v))[1]
                     and v.target_lane_index == target
                 ):
-                    k = t.own[i]
-                    d = t.s[k][j] - t.s[k][i]
+                    d = t.s[t.own[i]][j] - t.s[t.own[i]][i]  # own[i] >= 0: checked in idm_act
                     d_star = t.desired_gap(me, i, j)
                     if 0 < d < d_star:
                         me.target_lane_index = me.lane_index
@@ -228,7 +231,7 @@ def _change_lane_policy(t: Tick, me: Any, i: int) -> None:
     if not me.LANE_CHANGE_DELAY < me.timer:
         return
     me.timer = 0
-    for lane_index in lanes.sides[lanes.index[t.own[i]]]:
+    for lane_index in lanes.sides[lanes.index[t.own_ix[i]]]:
         k = lanes.k_of_index[lane_index]
         lane = lanes.lanes[k]
         if lane.forbidden:
@@ -250,7 +253,7 @@ def idm_act(t: Tick, me: Any) -> bool:
     i = t.row.get(id(me), -1)
     lanes = t.lanes
     kt = lanes.k_of_index.get(me.target_lane_index, -1)
-    if i < 0 or kt < 0 or t.own[i] < 0 or me.route or me.road is None:
+    if i < 0 or kt < 0 or t.own[i] < 0 or t.own_ix[i] < 0 or me.route or me.road is None:
         return False
     _sx, _sy, _d0, _d1, _l0, _l1, length, _w, _h, vl = lanes.geometry[kt]
     if t.s[kt][i] > length - vl / 2:  # follow_road would switch lanes (and may draw from the RNG)
@@ -272,7 +275,7 @@ def idm_act(t: Tick, me: Any) -> bool:
     steering = math.atan(2 * math.tan(slip))
     steering = _clip(steering, -me.MAX_STEERING_ANGLE, me.MAX_STEERING_ANGLE)  # (act clips again: a no-op)
     # IDM on the current lane, and on the target lane while changing
-    front, _rear = t.neighbours(i, t.own[i])
+    front, _rear = t.neighbours(i, t.own_ix[i])
     acc = t.acceleration(me, i, front)
     if me.lane_index != me.target_lane_index:
         front, _rear = t.neighbours(i, kt)
