@@ -20,7 +20,7 @@ from mopmc.engine.lp_product import occupation_polytope
 from mopmc.errors import InfiniteValueError
 from mopmc.properties.objectives import Objective
 from mopmc.queries.dispatch import make_oracle
-from mopmc.queries.multi import achievability, numerical
+from mopmc.queries.multi import achievability, numerical, pareto
 
 SETTINGS = dict(max_examples=80, deadline=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -138,3 +138,26 @@ def test_numerical_value_equals_lp_optimum(case, k):
         return
     assert ours.value == pytest.approx(ref, abs=1e-6 * max(1.0, abs(ref)))
     assert ours.lower - 1e-9 <= ref <= ours.upper + 1e-9
+
+
+@settings(**SETTINGS)
+@given(cases(), st.lists(st.floats(-1, 1), min_size=6, max_size=6))
+def test_exhaustive_pareto_spans_the_lp_optima(case, raw):
+    """Exhaustive Pareto terminates, and in every direction the best of its vertices is the LP's
+    optimum: the vertices found are the whole front."""
+    model, senses, _, _ = case
+    objs = tuple(Objective(i, f'R{{"r{i}"}}{s}=? [C]', "total_reward", s, f"r{i}") for i, s in enumerate(senses[:2]))
+    try:
+        ours = pareto(make_oracle(model, objs, "kernel"), objs, exhaustive=True)
+    except InfiniteValueError:
+        assume(False)
+    assert ours.status == "optimal"
+    pts = np.array(ours.points)
+    sign = np.array([1.0 if s == "max" else -1.0 for s in senses[:2]])
+    for w in np.array(raw).reshape(3, 2):
+        w = np.abs(w) * sign  # directions that prefer better values in every objective
+        try:
+            ref = lp_optimise(model, objs, w).value
+        except InfiniteValueError:
+            continue
+        assert np.max(pts @ w) == pytest.approx(ref, abs=1e-7 * max(1.0, abs(ref)))
