@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from mopmc.cli.common import fail, parse_consts, print_json, run_cli
+from mopmc.cli.common import parse_consts, print_json, run_cli
 from mopmc.errors import InfiniteValueError, PropertyError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
