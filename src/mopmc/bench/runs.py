@@ -107,14 +107,21 @@ def command(cell: Cell, query: str) -> tuple[list[str], Callable[[Run], dict]]:
 
 
 def measure(cell: Cell, query: str, *, repeat: int = 2, timeout: float = 300.0, nice: int = 0) -> dict:
-    """Run one measurement ``repeat`` times (stopping at a timeout or an error); one record."""
+    """Run one measurement ``repeat`` times (stopping at a timeout or an error); one record.
+
+    The fastest finished run counts; the record is ``t.o.`` only when no run finished in time.
+    """
     base = {"cell": cell.key, "family": cell.family, "param": cell.param, "objectives": cell.objectives, "query": query}
     if query == "convex" and not convex_available():
         return {**base, "status": NOT_AVAILABLE}
     argv, parse = command(cell, query)
     runs: list[tuple[Run, dict]] = []
+    late = 0
     for _ in range(repeat):
         run = run_measured(argv, timeout, nice=nice)
+        if run.timed_out and runs:
+            late += 1
+            break  # an earlier run finished: best of the finished runs
         if run.timed_out:
             partial = parse_storm(run) if query == "storm" else {}
             sizes = {k: partial.get(k) for k in ("states", "choices", "transitions", "build") if partial.get(k) is not None}
@@ -130,4 +137,6 @@ def measure(cell: Cell, query: str, *, repeat: int = 2, timeout: float = 300.0, 
     peaks = [r.peak_mib for r, _ in runs if r.peak_mib is not None]
     rec = {**base, "status": "ok", **fields}
     rec.update(e2e=best.wall, peak_mib=max(peaks) if peaks else None, walls=[round(r.wall, 3) for r, _ in runs])
+    if late:
+        rec["runs_timed_out"] = late
     return rec
