@@ -200,8 +200,10 @@ def load_train_config(path: str | Path) -> TrainConfig:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
     if p.suffix in (".yaml", ".yml"):
-        import yaml
-
+        try:
+            import yaml
+        except ImportError:
+            raise ConfigError(f"{path}: YAML configs need PyYAML (pip install pyyaml); or use JSON") from None
         try:
             raw = yaml.safe_load(text)
         except yaml.YAMLError as exc:
@@ -257,10 +259,9 @@ def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "train_config.json"
     doc = config.to_dict()
-    comparable = {k: v for k, v in doc.items() if k not in ("output", "total_steps")}
     if saved.is_file():
         old = json.loads(saved.read_text())
-        differ = sorted(k for k in set(comparable) | set(old) if k not in ("output", "total_steps") and old.get(k) != doc.get(k))
+        differ = sorted(k for k in set(doc) | set(old) if k not in ("output", "total_steps") and old.get(k) != doc.get(k))
         if differ:
             raise ConfigError(
                 f"{out}: holds a training run with a different config ({', '.join(differ)} differ); "

@@ -26,6 +26,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError
+from mopmc.runtime.agents import shipped_agent_path
 from mopmc.runtime.aggregate import Estimate, summarise
 from mopmc.runtime.config import RuntimeConfig, load_config
 from mopmc.runtime.delay import FixedDelay, parse_delay_spec
@@ -77,7 +78,10 @@ class Table1Spec:
             raise ConfigError(f"--bootstrap must be >= 0, got {self.bootstrap}")
 
     def settings(self) -> list[Setting]:
-        return [Setting(setting_name(d), delay=d, switch="none", agent=self.agent, seed=self.seed, config=self.config)
+        # The shipped agent by path, so that the sweep's manifest records its sha256 and a resume
+        # with another agent file is refused.
+        agent = str(shipped_agent_path()) if self.agent == "shipped" else self.agent
+        return [Setting(setting_name(d), delay=d, switch="none", agent=agent, seed=self.seed, config=self.config)
                 for d in self.delays]
 
 
