@@ -55,6 +55,11 @@ def check_command(
     if plot:
         from mopmc.queries.plot import check_plottable
 
+        if Path(plot).suffix.lower() not in (".png", ".pdf", ".svg"):
+            raise PropertyError(f"--plot {plot}: give a .png, .pdf or .svg file name")
+        if not Path(plot).resolve().parent.is_dir():
+            raise PropertyError(f"--plot {plot}: folder {Path(plot).resolve().parent} does not exist")
+
         if len(props) != 1:
             raise PropertyError(f"--plot {plot}: give one property ({len(props)} given)")
         check_plottable(props[0].kind, len(props[0].objectives), f"property 1 ({props[0].text})")
