@@ -163,8 +163,8 @@ def parse_config(raw: Any, source: str = "config") -> RuntimeConfig:
     return config
 
 
-def load_config(path: str | Path) -> RuntimeConfig:
-    """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) runtime config file."""
+def read_config_file(path: str | Path) -> Any:
+    """The raw contents of a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file; errors name the file."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -176,12 +176,16 @@ def load_config(path: str | Path) -> RuntimeConfig:
         except ImportError:
             raise ConfigError(f"{path}: YAML configs need PyYAML (pip install pyyaml); or use JSON") from None
         try:
-            raw = yaml.safe_load(text)
+            return yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
-    else:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+
+
+def load_config(path: str | Path) -> RuntimeConfig:
+    """Read a JSON (``.json``) or YAML (``.yaml``/``.yml``) runtime config file."""
+    raw = read_config_file(path)
     return parse_config({} if raw is None else raw, str(path))

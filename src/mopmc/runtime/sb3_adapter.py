@@ -26,6 +26,7 @@ from mopmc.runtime.agents import FEATURE_SIZE, AgentInterface, metadata_path, sh
 from mopmc.runtime.config import EnvConfig
 from mopmc.runtime.episode import episode_seeds
 from mopmc.runtime.highway_adapter import RealtimeHighwayEnv
+from mopmc.runtime.train import RewardConfig
 
 try:
     import gymnasium
@@ -44,29 +45,12 @@ SHIPPED = "shipped"
 """The ``--agent`` name of the shipped DDPG agent (:func:`~mopmc.runtime.agents.shipped_agent_path`)."""
 
 
-class RewardWeights(NamedTuple):
-    """Shaped training reward per decision (the runtime's metrics do not use it).
-
-    ``alive + speed * clip((v - 20) / 10, 0, 1) - centering * (lateral / 2 m)^2
-    - heading * (heading / 0.1 rad)^2``; a collision gives ``collision`` and ends the episode;
-    leaving the road gives ``offroad`` (and ends the episode when ``offroad_terminal``).
-    """
-
-    alive: float = 1.0
-    speed: float = 0.0
-    centering: float = 0.5
-    heading: float = 0.2
-    collision: float = -5.0
-    offroad: float = -5.0
-    offroad_terminal: bool = True
-
-
 class TrainingEnv(gymnasium.Env):
     """The zero-delay real-time highway env with an agent interface, shaped reward, seeded resets."""
 
     metadata = {"render_modes": []}
 
-    def __init__(self, env: EnvConfig, interface: AgentInterface, reward: RewardWeights, seed: int) -> None:
+    def __init__(self, env: EnvConfig, interface: AgentInterface, reward: RewardConfig, seed: int) -> None:
         self.world = RealtimeHighwayEnv(env, delay="0")
         self.interface = interface
         self.weights = reward

@@ -35,7 +35,7 @@ import numpy as np
 
 from mopmc.errors import ConfigError, MopmcError
 from mopmc.runtime.agents import AgentInterface
-from mopmc.runtime.config import EnvConfig, parse_config
+from mopmc.runtime.config import EnvConfig, parse_config, read_config_file
 
 _KEEP_CHECKPOINTS = 2
 
@@ -57,7 +57,12 @@ class DdpgConfig:
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """Shaped training reward (see :class:`mopmc.runtime.sb3_adapter.RewardWeights`)."""
+    """Shaped training reward per decision (the runtime's metrics do not use it).
+
+    ``alive + speed * clip((v - 20) / 10, 0, 1) - centering * (lateral / 2 m)^2
+    - heading * (heading / 0.1 rad)^2``; a collision gives ``collision`` and ends the episode;
+    leaving the road gives ``offroad`` (and ends the episode when ``offroad_terminal``).
+    """
 
     alive: float = 1.0
     speed: float = 0.0
@@ -194,25 +199,7 @@ class _RunFields(NamedTuple):
 
 def load_train_config(path: str | Path) -> TrainConfig:
     """Read a training config file (``.yaml``/``.yml`` or ``.json``)."""
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
-    if p.suffix in (".yaml", ".yml"):
-        try:
-            import yaml
-        except ImportError:
-            raise ConfigError(f"{path}: YAML configs need PyYAML (pip install pyyaml); or use JSON") from None
-        try:
-            raw = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
-    else:
-        try:
-            raw = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
+    raw = read_config_file(path)
     return parse_train_config(raw, str(path))
 
 
@@ -294,7 +281,7 @@ def train(
     out_dir = Path(out if out is not None else config.output)
     last = _prepare_output(config, out_dir)
     interface = config.agent_interface()
-    env = sb.TrainingEnv(config.env, interface, sb.RewardWeights(**dataclasses.asdict(config.reward)), config.seed)
+    env = sb.TrainingEnv(config.env, interface, config.reward, config.seed)
     vec_env = sb.make_vec_env(env)
     d = config.ddpg
     settings = sb.DdpgSettings(d.actor, d.critic, d.buffer_size, d.learning_starts, d.batch_size,
