@@ -33,11 +33,16 @@ class Cell(NamedTuple):
 
 
 def default_models_dir() -> Path:
-    """``$MOPMC_BENCH_MODELS``, else ``../shared/benchmarks`` beside the checkout."""
+    """``$MOPMC_BENCH_MODELS``, else ``../shared/benchmarks`` beside the checkout (found from the
+    source tree of an editable install, else from the working directory, for a non-editable one)."""
     env = os.environ.get("MOPMC_BENCH_MODELS")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[4] / "shared" / "benchmarks"
+    candidates = [Path(__file__).resolve().parents[4], Path.cwd().resolve().parent, Path.cwd().resolve()]
+    for top in candidates:
+        if (top / "shared" / "benchmarks").is_dir():
+            return top / "shared" / "benchmarks"
+    return candidates[0] / "shared" / "benchmarks"
 
 
 def count_objectives(prop_text: str) -> int:
