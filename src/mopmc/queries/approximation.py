@@ -17,6 +17,24 @@ _OPTS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e
 DUPLICATE = 1e-12
 
 
+def solve_lp(what: str, c, **kw):
+    """``scipy.optimize.linprog`` with HiGHS, tight tolerances first.
+
+    On degenerate, badly scaled LPs (many objectives, vertex coordinates spanning dozens of orders
+    of magnitude) HiGHS' dual simplex may not reach 1e-10 feasibility and stops with an unknown
+    model status (HiGHS status 15) or a numerical-difficulty status. Then the same LP is solved
+    again with HiGHS' default tolerances (1e-7), then with the interior-point method; the callers
+    recompute every reported quantity from the returned primal solution, so a looser solve only
+    costs optimality of the direction or mixture, not soundness. Returns the result with status
+    0 (optimal) or 2 (infeasible); anything else raises."""
+    res = None
+    for method, options in (("highs", _OPTS), ("highs", {}), ("highs-ipm", {})):
+        res = linprog(c, method=method, options=options, **kw)
+        if res.status in (0, 2):
+            return res
+    raise RuntimeError(f"{what} LP failed: {res.message}")
+
+
 @dataclass
 class Approximation:
     m: int
@@ -33,7 +51,8 @@ class Approximation:
         self.calls += 1
         self.errors.append(max(float(error), 0.0))
         w = np.asarray(w, float)
-        if not any(np.allclose(w, d, atol=1e-12) for d in self.directions):
+        D = np.array(self.directions).reshape(-1, self.m)
+        if not D.size or np.min(np.max(np.abs(D - w), axis=1)) > 1e-12:
             self.directions.append(w)
             self.normals.append(w)
             self.offsets.append(float(w @ y + max(error, 0.0)))
@@ -67,12 +86,10 @@ class Approximation:
             A[:, m] = a[fin]
             rows.append(A)
             rhs.append(-lower[fin])
-        res = linprog(-np.append(c, d), A_ub=np.vstack(rows), b_ub=np.concatenate(rhs),
-                      bounds=[(None, None)] * (m + 1), method="highs", options=_OPTS)
+        res = solve_lp("outer", -np.append(c, d), A_ub=np.vstack(rows), b_ub=np.concatenate(rhs),
+                       bounds=[(None, None)] * (m + 1))
         if res.status == 2:
             return None
-        if res.status != 0:
-            raise RuntimeError(f"outer LP failed: {res.message}")
         return -res.fun, res.x[:m], res.x[m]
 
     def inner_max(self, c: np.ndarray, d: float, a: np.ndarray, lower: np.ndarray):
@@ -86,28 +103,34 @@ class Approximation:
         if fin.any():
             A_ub = np.hstack([-V[:, fin].T, a[fin][:, None]])
             b_ub = -lower[fin]
-        res = linprog(-np.append(V @ c, d), A_ub=A_ub, b_ub=b_ub, A_eq=np.append(np.ones(k), 0.0)[None, :],
-                      b_eq=[1.0], bounds=[(0, None)] * k + [(None, None)], method="highs", options=_OPTS)
+        res = solve_lp("inner", -np.append(V @ c, d), A_ub=A_ub, b_ub=b_ub,
+                       A_eq=np.append(np.ones(k), 0.0)[None, :], b_eq=[1.0], bounds=[(0, None)] * k + [(None, None)])
         if res.status == 2:
             return None
-        if res.status != 0:
-            raise RuntimeError(f"inner LP failed: {res.message}")
         lam = np.clip(res.x[:k], 0.0, None)
         lam /= lam.sum()
-        return -res.fun, lam, res.x[k]
+        t = res.x[k]
+        if fin.any() and d != 0.0:
+            # the mixture's own t (exact for these weights, whatever tolerance the LP ran with)
+            mix = lam @ V
+            act = fin & (a != 0)
+            if act.any():
+                t = float(np.min((mix[act] - lower[act]) / a[act]))
+        return float(lam @ V @ c + d * t), lam, t
 
     def separating_direction(self, y: np.ndarray) -> tuple[np.ndarray, float]:
         """w >= 0, sum w = 1, maximising w.y - max_v w.v; returns (w, gap)."""
         V = self.V
         k, m = V.shape
         # variables w (m), z; max w.y - z s.t. V w - z <= 0
-        res = linprog(-np.append(y, -1.0), A_ub=np.hstack([V, -np.ones((k, 1))]), b_ub=np.zeros(k),
-                      A_eq=np.append(np.ones(m), 0.0)[None, :], b_eq=[1.0],
-                      bounds=[(0, None)] * m + [(None, None)], method="highs", options=_OPTS)
+        res = solve_lp("separation", -np.append(y, -1.0), A_ub=np.hstack([V, -np.ones((k, 1))]), b_ub=np.zeros(k),
+                       A_eq=np.append(np.ones(m), 0.0)[None, :], b_eq=[1.0], bounds=[(0, None)] * m + [(None, None)])
         if res.status != 0:
             raise RuntimeError(f"separation LP failed: {res.message}")
         w = np.clip(res.x[:m], 0.0, None)
-        return w / w.sum(), -res.fun
+        w[w < 1e-12 * w.max()] = 0.0  # solver noise: keeps the direction (and the kernel's weights) clean
+        w /= w.sum()
+        return w, float(w @ y - np.max(V @ w))  # the gap of this w, recomputed
 
 
 def start(call, m: int) -> Approximation:

@@ -68,15 +68,21 @@ class MultiResult:
         return out
 
 
-def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter):
+def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter, decide=None):
     """Maximise c.y + d t over the achievable set with y_j - a_j t >= lower_j.
 
+    ``decide`` (a number): stop as soon as the inner value reaches it or the outer value falls
+    below ``-decide`` (achievability: the verdict is then certain, the value need not be tight).
     Returns (inner, outer, iterations): inner = (value, lambdas, t) or None, outer likewise."""
     it = 0
     while True:
-        outer = approx.outer_max(c, d, a, lower)
         inner = approx.inner_max(c, d, a, lower)
+        if decide is not None and inner is not None and inner[0] >= decide:
+            return inner, approx.outer_max(c, d, a, lower), it
+        outer = approx.outer_max(c, d, a, lower)
         if outer is None:
+            return inner, outer, it
+        if decide is not None and outer[0] < -decide:
             return inner, outer, it
         if inner is not None and outer[0] - inner[0] <= precision:
             return inner, outer, it
@@ -107,13 +113,32 @@ def _certificate(approx: Approximation, space: Space) -> dict:
     return {"direction": (w * space.sign).tolist(), "bound": float(mu @ b), "required": float(w[fin] @ q[fin])}
 
 
-def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200) -> MultiResult:
+def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
+                  tight: bool = False) -> MultiResult:
+    """Is there a scheduler meeting every threshold? ``margin`` and ``margin_upper`` bound the
+    best smallest slack t* (maximisation space) from below and above.
+
+    By default the search stops once the verdict is certain and clear of the boundary: the inner
+    polytope meets the thresholds with slack >= ``precision`` (achievable) or the outer one misses
+    them by more (not achievable); otherwise, and always with ``tight``, it refines until
+    ``margin_upper - margin <= precision``. When every objective has a threshold the search starts
+    from the single direction (1, ..., 1)/m, which already bounds t; otherwise from the unit
+    directions."""
     space = Space.of(objectives)
     call = y_oracle(oracle, space)
     m = len(objectives)
-    approx = start(call, m)
     fin = np.isfinite(space.lower)
-    inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision, max_iter)
+    if fin.all():
+        approx = Approximation(m)
+        w0 = np.full(m, 1.0 / m)
+        y0, err0, sched0 = call(w0)
+        approx.add(w0, y0, err0, sched0)
+    else:
+        approx = start(call, m)
+    decide = None if tight else precision
+    inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision, max_iter,
+                               decide=decide)
+    it += m if not fin.all() else 1
     margin = inner[0] if inner is not None else -np.inf
     upper = outer[0] if outer is not None else -np.inf
     achievable = bool(margin >= -precision) if inner is not None else bool(upper >= -precision)
@@ -126,7 +151,7 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
     if not achievable:
         certificate = _certificate(approx, space)
     return MultiResult(
-        "achievability", tuple(objectives), precision, it + m, achievable=achievable,
+        "achievability", tuple(objectives), precision, it, achievable=achievable,
         margin=float(margin), margin_upper=float(upper), near_boundary=bool(abs(margin) <= precision),
         witness=witness, certificate=certificate,
         points=[space.to_x(v).tolist() for v in approx.vertices],
