@@ -102,3 +102,32 @@ def test_bad_input_exits_2(tmp_path):
     path = shared_model("peer-tests/storm/tiny_rewards_negative.nm")
     res = run_mopmc("check", path, "--prop", 'multi(R{"b"}max=? [C], R{"a"}max=? [C])', "--json")
     assert_one_line_error(res, "infinite")
+
+
+def test_exact_margin_refines_what_the_default_brackets():
+    """Default: stop once the verdict is certain, margin <= best slack <= margin_upper; with
+    --exact-margin both ends meet within the precision, inside the default's bracket. The best slack
+    is checked against the exact LP (max over achievable x of min_i (threshold_i - x_i))."""
+    from scipy.optimize import linprog
+
+    from mopmc.engine.lp_product import occupation_polytope
+
+    prop = 'multi(R{"time"}<=4 [C], R{"energy"}<=4 [C])'
+    fast = run_mopmc("check", "example:tradeoff", "--prop", prop, "--json").json()[0]
+    exact = run_mopmc("check", "example:tradeoff", "--prop", prop, "--json", "--exact-margin").json()[0]
+    assert fast["achievable"] and exact["achievable"]
+    assert exact["margin_upper"] - exact["margin"] <= exact["precision"] + 1e-12
+    assert fast["margin"] - 1e-9 <= exact["margin"] and exact["margin_upper"] <= fast["margin_upper"] + 1e-9
+    loaded = load("example:tradeoff", properties=prop)
+    (p,) = loaded.properties()
+    lp = occupation_polytope(loaded.model, p.objectives)
+    n = lp.n_vars
+    gain = np.asarray((lp.gain.T.multiply(lp.scale)).T.todense())  # values = offset + gain @ x
+    # max t s.t. offset_i + gain_i x + t <= 4, flow x = rhs, x >= 0
+    a_ub = np.hstack([gain, np.ones((len(p.objectives), 1))])
+    b_ub = 4.0 - np.asarray(lp.offset, float)
+    a_eq = np.hstack([lp.flow.toarray(), np.zeros((lp.flow.shape[0], 1))])
+    res = linprog(np.append(np.zeros(n), -1.0), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=lp.rhs(),
+                  bounds=[(0, None)] * n + [(None, None)], method="highs")
+    assert res.status == 0
+    assert exact["margin"] - 1e-6 <= -res.fun <= exact["margin_upper"] + 1e-6

@@ -33,6 +33,7 @@ def check_command(
     engine: str,
     device: str | None = None,
     plot: str | None = None,
+    exact_margin: bool = False,
 ) -> None:
     """The body of ``mopmc check`` (wrapped by :func:`run_cli` in :func:`check`)."""
     from mopmc.io.load import load
@@ -66,7 +67,7 @@ def check_command(
     rows, schedulers, infinite = [], [], []
     for p in props:
         if p.multi:
-            row, res = _multi(loaded.model, p, engine, precision, device)
+            row, res = _multi(loaded.model, p, engine, precision, device, exact_margin)
             sched = _MultiSchedulers(res, engine) if export_scheduler else None
             if plot:
                 from mopmc.queries.plot import plot_pareto
@@ -93,7 +94,7 @@ def check_command(
         raise SystemExit(2)
 
 
-def _multi(model, p, engine: str, precision: float | None, device: str | None = None):
+def _multi(model, p, engine: str, precision: float | None, device: str | None = None, exact_margin: bool = False):
     """The JSON row and the :class:`~mopmc.queries.multi.MultiResult` of a ``multi(...)`` property;
     a near-boundary achievability verdict is reported on stderr (one line)."""
     from mopmc.queries.dispatch import multi_query
@@ -101,7 +102,7 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
 
     start = time.perf_counter()
     res = multi_query(model, p, engine=engine, precision=DEFAULT_PRECISION if precision is None else precision,
-                      device=device)
+                      device=device, exact_margin=exact_margin)
     out = {"property": p.text, "name": p.name, **res.to_json(),
            "timings": {"check": time.perf_counter() - start}}
     if res.near_boundary:
@@ -179,6 +180,7 @@ def check(
     engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front (2 or 3 objectives) to this PNG file."),
+    exact_margin: bool = typer.Option(False, "--exact-margin", help="Achievability: refine the margin to the precision (default: stop once the verdict is certain; margin and margin_upper then bracket it)."),
 ) -> None:
     """Check properties: single-objective values, and multi(...) queries."""
-    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot))
+    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot, exact_margin))

@@ -21,12 +21,15 @@ def make_oracle(model, objectives, engine: str = "kernel", device: str | None = 
 
 
 def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION,
-                device: str | None = None) -> MultiResult:
-    """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property."""
+                device: str | None = None, exact_margin: bool = False) -> MultiResult:
+    """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property.
+
+    Achievability stops once the verdict is certain (``margin``/``margin_upper`` then bracket the
+    best smallest slack); ``exact_margin`` refines the margin itself to ``precision``."""
     oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
     if kind == "achievability":
-        return achievability(oracle, prop.objectives, precision=precision)
+        return achievability(oracle, prop.objectives, precision=precision, tight=exact_margin)
     if kind == "numerical":
         return numerical(oracle, prop.objectives, precision=precision)
     return pareto(oracle, prop.objectives, precision=precision, exhaustive=model.n_states < 10_000)
