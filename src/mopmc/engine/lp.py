@@ -93,6 +93,11 @@ def _linprog(c_max, a_eq, b_eq, a_ub=None, b_ub=None, bounds=(0, None), presolve
         # tight tolerances can stall HiGHS on badly scaled models; polish() restores precision
         res = linprog(-np.asarray(c_max, dtype=float), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq,
                       bounds=bounds, method="highs")
+    if res.status == 4:
+        # the dual simplex can fail outright on degenerate programs (dive-and-rise); the interior-point
+        # method with crossover solves them
+        res = linprog(-np.asarray(c_max, dtype=float), A_ub=a_ub, b_ub=b_ub, A_eq=a_eq, b_eq=b_eq,
+                      bounds=bounds, method="highs-ipm")
     if res.status == 0:
         return _Status.OPTIMAL, res.x
     if res.status == 3:
