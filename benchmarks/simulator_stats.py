@@ -76,8 +76,12 @@ def main() -> int:
     parser.add_argument("--bootstrap", type=int, default=1000)
     parser.add_argument("--markdown", help="also write the report to this file")
     args = parser.parse_args()
-    if args.episodes < 2:
-        print(f"--episodes must be >= 2, got {args.episodes}", file=sys.stderr)
+    problems = [f"--episodes must be >= 2, got {args.episodes}"] if args.episodes < 2 else []
+    problems += [f"--vehicles must be >= 0, got {args.vehicles}"] if args.vehicles < 0 else []
+    problems += [f"--{k} must be > 0, got {getattr(args, k)}" for k in ("duration", "substep", "bootstrap")
+                 if not getattr(args, k) > 0]
+    if problems:
+        print(f"simulator_stats: {problems[0]}", file=sys.stderr)
         return 2
 
     from mopmc.errors import MopmcError
