@@ -33,6 +33,7 @@ import numpy as np
 from scipy.sparse import csr_matrix, identity
 from scipy.sparse.csgraph import connected_components
 
+from mopmc.engine.reductions.goal_memory import bit_for, decision_set
 from mopmc.errors import SchedulerError
 from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective
@@ -121,16 +122,6 @@ class Chain(NamedTuple):
     n_model_states: int
 
 
-def decision_set(model: SparseMDP, o: Objective) -> np.ndarray | None:
-    """The states that decide a reachability objective (``None`` for total rewards)."""
-    if o.kind == "total_reward":
-        return None
-    mask = o.target_mask(model)
-    if o.kind == "probability" and o.left_text is not None:
-        mask = mask | ~o.hold_mask(model)
-    return mask
-
-
 def _ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``concat(arange(starts[i], ends[i]))`` and the owner ``i`` of each element."""
     counts = ends - starts
@@ -154,16 +145,7 @@ def induced_chain(model: SparseMDP, policy: Policy, objectives: Sequence[Objecti
     obj_bit = []
     for o in objectives:
         d = decision_set(model, o)
-        if d is None:
-            obj_bit.append(-1)
-            continue
-        for j, other in enumerate(sets):
-            if np.array_equal(other, d):
-                obj_bit.append(j)
-                break
-        else:
-            sets.append(d)
-            obj_bit.append(len(sets) - 1)
+        obj_bit.append(-1 if d is None else bit_for(sets, d))
     if len(sets) > 40:
         raise SchedulerError(f"{len(sets)} memory bits are more than the evaluator supports (40)")
     dbits = np.zeros(n, np.int64)

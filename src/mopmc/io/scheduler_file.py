@@ -19,7 +19,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from mopmc.engine.evaluate import Mixture, Policy, decision_set
+from mopmc.engine.evaluate import Mixture, Policy
+from mopmc.engine.reductions.goal_memory import decision_set
 from mopmc.errors import SchedulerError
 from mopmc.model.sparse_mdp import SparseMDP
 

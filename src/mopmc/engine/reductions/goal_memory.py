@@ -55,23 +55,32 @@ def orientation(objectives: Sequence[Objective]) -> Orientation:
     return Orientation(d, off)
 
 
+def decision_set(model: SparseMDP, o: Objective) -> np.ndarray | None:
+    """The states that decide a reachability objective (``None`` for total rewards): its target,
+    and for ``P[phi U psi]`` also the states where ``phi`` fails."""
+    if o.kind == "total_reward":
+        return None
+    mask = o.target_mask(model)
+    if o.kind == "probability" and o.left_text is not None:
+        mask = mask | ~o.hold_mask(model)
+    return mask
+
+
+def bit_for(masks: list[np.ndarray], mask: np.ndarray) -> int:
+    """The memory bit of ``mask``: an equal set already in ``masks`` shares its bit, else it is appended."""
+    for j, other in enumerate(masks):
+        if np.array_equal(other, mask):
+            return j
+    masks.append(mask)
+    return len(masks) - 1
+
+
 def _decision_sets(model: SparseMDP, objectives: Sequence[Objective]):
     masks: list[np.ndarray] = []
     bit_of: list[int] = []
     for o in objectives:
-        if o.kind == "total_reward":
-            bit_of.append(-1)
-            continue
-        mask = o.target_mask(model)
-        if o.kind == "probability" and o.left_text is not None:
-            mask = mask | ~o.hold_mask(model)
-        for j, other in enumerate(masks):
-            if np.array_equal(other, mask):
-                bit_of.append(j)
-                break
-        else:
-            masks.append(mask)
-            bit_of.append(len(masks) - 1)
+        mask = decision_set(model, o)
+        bit_of.append(-1 if mask is None else bit_for(masks, mask))
     decided = np.array(masks, dtype=bool).reshape(len(masks), model.n_states)
     return decided, tuple(bit_of)
 
