@@ -24,6 +24,21 @@ from mopmc.runtime.controllers import CONTROLLER_1, CONTROLLER_2, SecondaryContr
 from mopmc.runtime.switch import DEFAULT_CONFIGURATIONS, DEFAULT_MIN_CONSECUTIVE_CALLS, Configuration
 
 
+def _positive(value: Any, where: str, src: str, *, integer: bool = False, zero: bool = False) -> Any:
+    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
+    if isinstance(value, bool) or not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+        kind = "an integer" if integer else "a number"
+        raise ConfigError(f"{src}: {where}: expected {kind} {'>=' if zero else '>'} 0, got {value!r}")
+    return value
+
+
+def _check_env(values: dict[str, Any], src: str) -> None:
+    for k, v in values.items():
+        _positive(v, f"env.{k}", src, integer=k in ("lanes", "vehicles"), zero=k == "vehicles")
+    if "max_substep" in values and values["max_substep"] > 1.0:
+        raise ConfigError(f"{src}: env.max_substep: at most 1 s, got {values['max_substep']}")
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """The highway scene (highway-v0 defaults except the vehicle count, which tests keep small).
@@ -39,6 +54,10 @@ class EnvConfig:
     policy_frequency: float = 1.0
     max_substep: float = 0.01
     vehicles_density: float = 1.0
+
+    def __post_init__(self) -> None:
+        # Checked at construction, so dataclasses.replace and direct use (sweep settings) are covered too.
+        _check_env({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, "EnvConfig")
 
 
 @dataclass(frozen=True)
@@ -78,20 +97,9 @@ def _fields(cls: type, raw: Any, where: str, src: str) -> dict[str, Any]:
     return dict(raw)
 
 
-def _positive(value: Any, where: str, src: str, *, integer: bool = False, zero: bool = False) -> Any:
-    ok = isinstance(value, int) if integer else isinstance(value, (int, float))
-    if isinstance(value, bool) or not ok or not math.isfinite(value) or value < 0 or (value == 0 and not zero):
-        kind = "integer" if integer else "number"
-        raise ConfigError(f"{src}: {where}: expected a {kind} {'>=' if zero else '>'} 0, got {value!r}")
-    return value
-
-
 def _env(raw: Any, src: str) -> EnvConfig:
     d = _fields(EnvConfig, raw, "env", src)
-    for k, v in d.items():
-        _positive(v, f"env.{k}", src, integer=k in ("lanes", "vehicles"), zero=k == "vehicles")
-    if "max_substep" in d and d["max_substep"] > 1.0:
-        raise ConfigError(f"{src}: env.max_substep: at most 1 s, got {d['max_substep']}")
+    _check_env(d, src)
     return EnvConfig(**d)
 
 

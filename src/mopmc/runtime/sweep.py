@@ -53,6 +53,15 @@ class Setting:
     config: RuntimeConfig = field(default_factory=RuntimeConfig)
     simulator: str = "stock"  # or "fast": the accelerated road (mopmc.runtime.fastsim), same dynamics
 
+    def __post_init__(self) -> None:
+        # The scene itself (vehicles, duration, frequencies, lanes) is checked by EnvConfig.
+        if not isinstance(self.config, RuntimeConfig):
+            raise ConfigError(f"setting {self.name}: config must be a RuntimeConfig, got {type(self.config).__name__}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            raise ConfigError(f"setting {self.name}: seed must be an integer >= 0, got {self.seed!r}")
+        if self.simulator not in ("stock", "fast"):
+            raise ConfigError(f"setting {self.name}: simulator must be 'stock' or 'fast', got {self.simulator!r}")
+
     def describe(self) -> dict[str, Any]:
         """JSON-ready description (a scheduler file or agent file is identified by its sha256)."""
         doc = {"name": self.name, "delay": self.delay, "switch": self.switch, "agent": self.agent,
@@ -182,9 +191,6 @@ def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
         raise ConfigError(f"setting names must be unique, got {names}")
     if episodes < 1:
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
-    for s in settings:
-        if s.simulator not in ("stock", "fast"):
-            raise ConfigError(f"setting {s.name}: simulator must be 'stock' or 'fast', got {s.simulator!r}")
     manifest = _manifest(settings, episodes)
     path = out / "sweep.json"
     if path.exists():
