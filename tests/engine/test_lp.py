@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mopmc.engine.lp import lp_achievable, lp_convex, lp_optimise, lp_value, randomised_scheduler
 from mopmc.engine.lp_product import occupation_polytope
 from mopmc.engine.mec import maximal_end_components
-from mopmc.errors import InfiniteValueError
+from mopmc.errors import InfiniteValueError, PropertyError
 from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective
 from strategies import random_mdps
@@ -309,14 +309,51 @@ def test_switch_convex_queries(switch):
     assert np.all(boxed.point <= np.array([2.0, 0.23, 0.174, 0.04]) + 1e-7)
 
 
+# --- the two solvers of the achievability LP ----------------------------------------------------
+
+@settings(max_examples=60, deadline=None)
+@given(random_mdps(max_states=10), st.lists(st.integers(-4, 10), min_size=3, max_size=3),
+       st.sampled_from(["max", "min"]))
+def test_interior_point_margin_equals_simplex_margin(model, thr, sense):
+    """Clarabel (interior point) and HiGHS (simplex) on the same achievability LP, with goal memory."""
+    model = _finite_totals(model)
+    objs = [reach("a", sense, i=0), reach("b", i=1), total("r0", sense, i=2)]
+    thresholds = [thr[0] / 10, thr[1] / 10, thr[2] / 2]
+    lp = occupation_polytope(model, objs)
+    simplex = lp_achievable(model, objs, thresholds, polytope=lp, solver="highs")
+    interior = lp_achievable(model, objs, thresholds, polytope=lp, solver="clarabel")
+    assert interior.margin == pytest.approx(simplex.margin, abs=1e-7)
+    assert interior.achievable is simplex.achievable
+    # the returned point is the exact value of the scheduler the interior solution induces
+    slack = [(v - t) if o.sense == "max" else (t - v) for o, v, t in zip(objs, interior.point, thresholds)]
+    assert min(slack) == pytest.approx(interior.margin, abs=1e-7)
+
+
+def test_interior_point_near_zero_margin_goes_to_the_simplex():
+    # margin exactly 0 (the (1, 1) corner needs goal memory): Clarabel's sign is not trusted there
+    m = mdp([[{1: 1.0}, {2: 1.0}], [{0: 1.0}], [{2: 1.0}]], labels={"a": [0, 1, 0], "b": [0, 0, 1]})
+    objs = [reach("a", i=0), reach("b", i=1)]
+    res = lp_achievable(m, objs, [1.0, 1.0], solver="clarabel")
+    assert res.achievable and res.margin == pytest.approx(0.0, abs=1e-12)
+    assert not lp_achievable(m, objs, [1.0, 1.000001], solver="clarabel").achievable
+
+
+def test_unknown_solver_is_rejected():
+    m = mdp([[{0: 1.0}]])
+    with pytest.raises(PropertyError, match="simplex"):
+        lp_achievable(m, [reach("a")], [0.5], solver="simplex")
+
+
 @pytest.mark.skipif(not __import__("os").environ.get("MOPMC_HEAVY_TESTS"),
-                    reason="LP on dive-and-rise takes ~20 s; set MOPMC_HEAVY_TESTS=1")
-def test_dive_and_rise_achievability_survives_a_dual_simplex_failure():
-    """HiGHS' dual simplex failed (status 4) on this LP at both tolerances; the interior-point retry
-    solves it. Storm says achievable; the kernel's certified bracket is [0.157, 0.260]."""
+                    reason="LP on dive-and-rise takes ~20-60 s with HiGHS; set MOPMC_HEAVY_TESTS=1")
+@pytest.mark.parametrize("solver", ["auto", "highs"])
+def test_dive_and_rise_achievability(solver):
+    """HiGHS' dual simplex failed (status 4) on this LP at both tolerances; its interior-point retry
+    solves it, and ``auto`` takes Clarabel here (30,002 variables). Storm says achievable; the
+    kernel's certified bracket is [0.157, 0.260]."""
     from mopmc.io.load import load
 
     path = shared_model("dive-and-rise/dive_and_rise_action_rewards.nm")
     loaded = load(path, properties=(path.parent / "dive_and_rise_prop_2.props").read_text())
-    res = lp_achievable(loaded.model, loaded.properties()[0].objectives)
+    res = lp_achievable(loaded.model, loaded.properties()[0].objectives, solver=solver)
     assert res.achievable and 0.157 <= res.margin <= 0.260

@@ -27,6 +27,7 @@ from scipy.optimize import linprog
 from scipy.sparse import csr_matrix, hstack, identity, vstack
 from scipy.sparse.linalg import spsolve
 
+from mopmc.engine.lp_interior import interior_margin
 from mopmc.engine.lp_product import OccupationLP, occupation_polytope
 from mopmc.engine.mec import maximal_end_components
 from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
@@ -34,6 +35,10 @@ from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective
 
 _HIGHS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": True}
+INTERIOR_VARIABLES = 20_000
+"""From this many LP variables on, :func:`lp_achievable` uses the interior-point solver."""
+INTERIOR_ACCURACY = 1e-6
+"""Interior-point margins this close to 0 (relative to the largest threshold) go to the simplex."""
 
 
 class LPOptimum(NamedTuple):
@@ -276,13 +281,22 @@ def lp_achievable(
     *,
     polytope: OccupationLP | None = None,
     tolerance: float = 1e-9,
+    solver: str = "auto",
 ) -> Achievability:
     """Is there a scheduler meeting every threshold? Objectives without a threshold are free.
 
     ``thresholds`` default to the objectives' own; the comparison of objective ``i`` is its
     ``comparison`` (``>=``/``>`` for max, ``<=``/``<`` for min when absent). Non-strict bounds hold
     when ``margin >= -tolerance``, strict ones when ``margin > tolerance``.
+
+    ``solver``: ``"highs"`` (HiGHS' simplex, a vertex), ``"clarabel"`` (interior point,
+    :mod:`mopmc.engine.lp_interior`; ``point``/``x`` are then those of the induced scheduler, see
+    :func:`polish`) or ``"auto"``: Clarabel from :data:`INTERIOR_VARIABLES` variables on, where the
+    simplex takes minutes. When Clarabel's margin is within :data:`INTERIOR_ACCURACY` of 0, or it
+    stops without a solution, the simplex decides.
     """
+    if solver not in ("auto", "highs", "clarabel"):
+        raise PropertyError(f"LP solver {solver!r}: use auto, highs or clarabel")
     lp = polytope if polytope is not None else occupation_polytope(model, objectives)
     thr = [o.threshold for o in objectives] if thresholds is None else list(thresholds)
     rows, rhs, strict = [], [], False
@@ -295,13 +309,25 @@ def lp_achievable(
         # s * (offset + scale * gain x - t) >= margin  <=>  -s*scale*gain x + margin <= s*(offset - t)
         rows.append(hstack([-s * lp.scale[i] * lp.gain[i], csr_matrix([[1.0]])]))
         rhs.append(s * (lp.offset[i] - t))
+    a_ub = vstack(rows, format="csr") if rows else None
+    b_ub = np.array(rhs) if rows else None
+    if solver == "auto":
+        solver = "clarabel" if rows and lp.n_vars >= INTERIOR_VARIABLES else "highs"
+    if solver == "clarabel" and rows:
+        res = interior_margin(lp, a_ub, b_ub)
+        if res.status == "infeasible":
+            raise InfiniteValueError(f"{model.source}: no scheduler has finite objective values (LP infeasible)")
+        near = INTERIOR_ACCURACY * max(1.0, float(np.abs(b_ub).max()))
+        if res.status == "solved" and abs(res.margin) > near:
+            x = polish(lp, res.x)
+            ok = res.margin > tolerance if strict else res.margin >= -tolerance
+            return Achievability(bool(ok), res.margin, lp.values(x), x)
     n = lp.n_vars
     c = np.zeros(n + 1)
     c[-1] = 1.0
     a_eq = hstack([lp.flow, csr_matrix((lp.n_states, 1))], format="csr")
-    a_ub = vstack(rows, format="csr") if rows else None
     bounds = np.vstack((lp.bounds(), [[-np.inf, 1.0]]))
-    status, z = _linprog(c, a_eq, lp.rhs(), a_ub, np.array(rhs) if rows else None, bounds)
+    status, z = _linprog(c, a_eq, lp.rhs(), a_ub, b_ub, bounds)
     if status != _Status.OPTIMAL:
         raise InfiniteValueError(f"{model.source}: no scheduler has finite objective values (LP {status})")
     margin = float(z[-1])
