@@ -16,7 +16,7 @@ def test_scheduler_file_runs_in_highway_env(write_json):
     entries = [choose_entry(0, {3: 1.0})] + [choose_entry(t, {2: 1.0}) for t in range(1, 6)]
     entries += [exit_entry(t, cc, conf, 1.0 if cc == 1 else 0.0) for t in range(1, 7) for cc in (0, 1) for conf in range(1, 5)]
     path = write_json(scheduler_doc(entries, k=1))
-    result = simulate(episodes=1, delay="0.3", switch=str(path), vehicles=2, seed=1, config=CONFIG)
+    result = simulate(episodes=1, delay="0.3", switch=str(path), agent="idm", vehicles=2, seed=1, config=CONFIG)
     log = result.episodes[0].records
     assert (log[0].configuration, log[0].controller, log[0].hold) == ("C3", "2", 0.2)
     for prev, rec in zip(log, log[1:]):
@@ -30,6 +30,6 @@ def test_scheduler_file_runs_in_highway_env(write_json):
 
 
 def test_no_switch_is_primary_only():
-    result = simulate(episodes=1, delay="0.05", switch="none", vehicles=2, seed=0, config=CONFIG)
+    result = simulate(episodes=1, delay="0.05", switch="none", agent="idm", vehicles=2, seed=0, config=CONFIG)
     doc = result_to_dict(result)
     assert doc["controller_cost"] == 1.0 and doc["secondary_share"] == 0.0

@@ -79,7 +79,7 @@ def test_episode_files_are_the_run_episodes(tmp_path: Path) -> None:
 
     setting = _settings()[1]
     run_sweep(tmp_path, [setting], 2, workers=0)
-    direct = simulate(episodes=2, delay=setting.delay, switch=setting.switch, seed=setting.seed, config=setting.config)
+    direct = simulate(episodes=2, delay=setting.delay, switch=setting.switch, agent=setting.agent, seed=setting.seed, config=setting.config)
     for e in range(2):
         assert read_episode(episode_path(tmp_path, "C2", e)).records == direct.episodes[e].records
 
@@ -118,3 +118,13 @@ def test_fast_simulator_gives_the_stock_episodes(tmp_path: Path) -> None:
     assert a == b
     with pytest.raises(ConfigError, match="simulator"):
         run_sweep(tmp_path / "bad", [dataclasses.replace(stock, simulator="turbo")], 1, workers=0)
+
+
+def test_a_trained_agent_setting_runs_at_the_agent_policy_frequency(tmp_path: Path) -> None:
+    model = tmp_path / "agent.zip"
+    model.write_bytes(b"")
+    (tmp_path / "agent.json").write_text(json.dumps({"interface": {"policy_frequency": 5.0}}))
+    trained = Setting("trained", agent=str(model), config=small_config())
+    assert trained.config.env.policy_frequency == 5.0
+    assert trained.describe()["config"]["env"]["policy_frequency"] == 5.0
+    assert Setting("idm", agent="idm", config=small_config()).config.env.policy_frequency == small_config().env.policy_frequency

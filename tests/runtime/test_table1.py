@@ -52,3 +52,12 @@ def test_table1_matches_simulate_and_resumes(tmp_path):
 def test_bad_table1_settings_are_rejected(changes, fragment):
     with pytest.raises(ConfigError, match=fragment):
         dataclasses.replace(SPEC, **changes).check()
+
+
+def test_a_trained_agent_runs_at_its_own_policy_frequency(tmp_path):
+    model = tmp_path / "agent.zip"
+    model.write_bytes(b"")
+    (tmp_path / "agent.json").write_text(json.dumps({"interface": {"policy_frequency": 5.0}}))
+    spec = dataclasses.replace(SPEC, agent=str(model))
+    assert all(s.config.env.policy_frequency == 5.0 for s in spec.settings())
+    assert all(s.config.env.policy_frequency == CONFIG.env.policy_frequency for s in SPEC.settings())  # idm

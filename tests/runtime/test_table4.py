@@ -34,7 +34,7 @@ def table(tmp_path_factory):
     config.write_text(json.dumps({"env": {"duration": STEPS, "max_substep": 1 / 15}}))
     args = ["experiment", "table4", "--out", str(root / "out"), "--episodes", "3", "--delays", "0.1,0.3",
             "--methods", "C2,uniform", "--scheduler", str(sched), "--vehicles", "4", "--config", str(config),
-            "--workers", "0", "--bootstrap", "100", "--seed", "4"]
+            "--workers", "0", "--agent", "idm", "--bootstrap", "100", "--seed", "4"]
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     return root, args
@@ -61,19 +61,19 @@ def test_values_match_the_aggregate_of_independent_simulations(table) -> None:
     rows = {(r["method"], r["avg_delay"]): r for r in _rows(root)}
     cfg = small_config(vehicles=4, duration=STEPS)
     for d in ("0.1", "0.3"):
-        base = simulate(episodes=3, delay=f"exp:{d}", switch="none", vehicles=4, seed=4, config=cfg)
+        base = simulate(episodes=3, delay=f"exp:{d}", switch="none", agent="idm", vehicles=4, seed=4, config=cfg)
         s0 = base.summary
         none = rows[("none", d)]
         assert float(none["p10_ttc"]) == pytest.approx(s0.p10_ttc.value)
         assert float(none["p50_hw"]) == pytest.approx(s0.p50_headway.value)
         assert float(none["ttc_score"]) == pytest.approx(s0.p10_ttc.value)  # default score: the no-switch P10
-        c2 = simulate(episodes=3, delay=f"exp:{d}", switch="C2", vehicles=4, seed=4, config=cfg).summary
+        c2 = simulate(episodes=3, delay=f"exp:{d}", switch="C2", agent="idm", vehicles=4, seed=4, config=cfg).summary
         r = rows[("C2", d)]
         assert float(r["ctl"]) == pytest.approx(c2.controller_cost.value - s0.controller_cost.value)
         assert float(r["prob_ld"]) == pytest.approx(c2.prob_lane_departure.value - s0.prob_lane_departure.value)
         assert float(r["p50_hw"]) == pytest.approx(c2.p50_headway.value - s0.p50_headway.value)
         score = float(r["ttc_score"])
-        pr = summarise(simulate(episodes=3, delay=f"exp:{d}", switch="C2", vehicles=4, seed=4, config=cfg).episodes,
+        pr = summarise(simulate(episodes=3, delay=f"exp:{d}", switch="C2", agent="idm", vehicles=4, seed=4, config=cfg).episodes,
                        ttc_scores=(score,), rng=np.random.default_rng(0), resamples=0).pr_ttc[score].value
         pr0 = summarise(base.episodes, ttc_scores=(score,), rng=np.random.default_rng(0), resamples=0).pr_ttc[score].value
         assert float(r["pr_ttc"]) == pytest.approx(pr - pr0)

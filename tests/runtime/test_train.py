@@ -17,7 +17,7 @@ pytest.importorskip("stable_baselines3")
 
 from mopmc.cli.rt import app  # noqa: E402
 from mopmc.runtime import sb3_adapter as sb  # noqa: E402
-from mopmc.runtime.agents import AgentInterface, metadata_path, shipped_agent_path  # noqa: E402
+from mopmc.runtime.agents import AgentInterface, agent_policy_frequency, metadata_path, shipped_agent_path  # noqa: E402
 from mopmc.runtime.train import TrainingInterrupted, parse_train_config, train  # noqa: E402
 
 TINY = {
@@ -83,6 +83,27 @@ def test_resume_after_kill_9_equals_uninterrupted_run(uninterrupted, tmp_path):
     assert np.array_equal(params(run_dir / "final_model.zip"), params(result.final_model))
 
 
+def test_a_trained_agent_runs_at_the_frequency_it_was_trained_at(uninterrupted):
+    from mopmc.runtime.config import EnvConfig, RuntimeConfig
+    from mopmc.runtime.simulate import simulate
+
+    out, result = uninterrupted
+    assert agent_policy_frequency(str(result.final_model)) == 1.0 and agent_policy_frequency("idm") is None
+    # the env config asks for 2 Hz; the agent was trained at 1 Hz and runs at 1 Hz (6 s -> 6 decisions)
+    cfg = RuntimeConfig(env=EnvConfig(vehicles=3, duration=6, policy_frequency=2.0))
+    run = simulate(episodes=1, delay="0", agent=str(result.final_model), seed=1, config=cfg)
+    assert run.settings["policy_frequency"] == 1.0
+    assert len(run.episodes[0].records) <= 6 and run.episodes[0].records[-1].time <= 6.0
+
+
+def test_training_on_the_fast_simulator_writes_a_model(tmp_path):
+    config = parse_train_config({**TINY, "total_steps": 20, "simulator": "fast", "env": {**TINY["env"], "policy_frequency": 5}})
+    result = train(config, tmp_path, progress=False)
+    assert result.steps == 20
+    meta = json.loads((tmp_path / "final_model.json").read_text())
+    assert meta["interface"]["policy_frequency"] == 5 and meta["config"]["simulator"] == "fast"
+
+
 def test_resume_with_a_different_config_is_refused(uninterrupted):
     out, _ = uninterrupted
     with pytest.raises(ConfigError, match="gamma|ddpg"):
@@ -101,6 +122,8 @@ def test_resume_with_a_different_config_is_refused(uninterrupted):
         ({"ddpg": {"learning_rate": "fast"}}, "ddpg.learning_rate"),
         ({"total_steps": -1}, "total_steps"),
         ({"eval_seed": 0}, "eval_seed"),
+        ({"simulator": "turbo"}, "simulator: expected one of stock, fast"),
+        ({"env": {"policy_frequency": 0}}, "env.policy_frequency"),
     ],
 )
 def test_bad_configs_are_rejected_by_name(raw, fragment):

@@ -172,7 +172,7 @@ def table4(
     delays: str = typer.Option("0.10,0.15,0.20,0.25,0.30", "--delays", help="Average delays [s], comma-separated (exponential delays of that mean)."),
     scheduler: list[Path] = typer.Option([], "--scheduler", help="An exported scheduler file to compare too (repeatable)."),
     methods: str = typer.Option("C1,C2,C3,C4,uniform", "--methods", help="Built-in switches to compare with 'none'."),
-    agent: str = typer.Option("idm", "--agent", help="idm or [ALGO:]PATH of a Stable-Baselines3 model."),
+    agent: str = typer.Option("shipped", "--agent", help="shipped (the trained DDPG agent), idm or [ALGO:]PATH of a Stable-Baselines3 model."),
     vehicles: Optional[int] = typer.Option(None, "--vehicles", help="Other vehicles (default: the config's, 50)."),
     seed: int = typer.Option(0, "--seed", help="Root seed (the same for every method: paired episodes)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Runtime config file (JSON or YAML)."),

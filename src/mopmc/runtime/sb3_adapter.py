@@ -22,11 +22,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError, DependencyError
-from mopmc.runtime.agents import FEATURE_SIZE, AgentInterface, metadata_path, shipped_agent_path
+from mopmc.runtime.agents import FEATURE_SIZE, SHIPPED, AgentInterface, interface_beside, resolve_agent_path
 from mopmc.runtime.config import EnvConfig
 from mopmc.runtime.episode import episode_seeds
-from mopmc.runtime.highway_adapter import RealtimeHighwayEnv
-from mopmc.runtime.train import RewardConfig
+from mopmc.runtime.train import RewardConfig, make_world
 
 try:
     import gymnasium
@@ -40,9 +39,6 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
         f"training and loading agents needs the drl extra ({exc.name} is missing): pip install \"mopmc[drl]\""
     ) from None
 
-_ALGORITHMS = ("ddpg", "td3", "sac", "ppo", "a2c")
-SHIPPED = "shipped"
-"""The ``--agent`` name of the shipped DDPG agent (:func:`~mopmc.runtime.agents.shipped_agent_path`)."""
 
 
 class TrainingEnv(gymnasium.Env):
@@ -50,8 +46,9 @@ class TrainingEnv(gymnasium.Env):
 
     metadata = {"render_modes": []}
 
-    def __init__(self, env: EnvConfig, interface: AgentInterface, reward: RewardConfig, seed: int) -> None:
-        self.world = RealtimeHighwayEnv(env, delay="0")
+    def __init__(self, env: EnvConfig, interface: AgentInterface, reward: RewardConfig, seed: int,
+                 simulator: str = "stock") -> None:
+        self.world = make_world(env, "0", simulator)
         self.interface = interface
         self.weights = reward
         self.root_seed = seed
@@ -242,29 +239,6 @@ class PolicyAgent:
         return self.interface.env_action(action, observation)
 
 
-def _interface_beside(path: str) -> AgentInterface | None:
-    meta = metadata_path(path)
-    if not meta.is_file():
-        return None
-    try:
-        doc = json.loads(meta.read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{meta}: cannot read the agent's metadata ({exc})") from None
-    if not isinstance(doc, dict) or "interface" not in doc:
-        return None
-    return AgentInterface.from_dict(doc["interface"], str(meta))
-
-
-def resolve_agent_path(spec: str) -> tuple[str, str]:
-    """(algorithm, path) of ``shipped`` or ``[ALGO:]PATH.zip``."""
-    if spec == SHIPPED:
-        return "ddpg", str(shipped_agent_path())
-    head = spec.split(":", 1)[0].lower()
-    if head in _ALGORITHMS and ":" in spec:
-        return head, spec.split(":", 1)[1]
-    return "ddpg", spec
-
-
 def load_agent(spec: str) -> PolicyAgent:
     """Load ``shipped`` or ``[ALGO:]PATH.zip`` (ALGO one of ddpg, td3, sac, ppo, a2c; default ddpg).
 
@@ -281,4 +255,4 @@ def load_agent(spec: str) -> PolicyAgent:
         model = getattr(sb3, algo.upper()).load(path, device="cpu")
     except Exception as exc:  # SB3 raises many types for a wrong or corrupt file
         raise ConfigError(f"agent file {path!r} is not a loadable {algo.upper()} model ({type(exc).__name__}: {exc})") from None
-    return PolicyAgent(model, _interface_beside(path))
+    return PolicyAgent(model, interface_beside(path))

@@ -1,6 +1,6 @@
 """One call to run seeded episodes of the real-time highway runtime and summarise them.
 
->>> result = simulate(episodes=2, delay="0.1", switch="C1", vehicles=5, seed=0)  # doctest: +SKIP
+>>> result = simulate(episodes=2, delay="0.1", switch="C1", agent="idm", vehicles=5, seed=0)  # doctest: +SKIP
 >>> result_to_dict(result)["controller_cost"]  # doctest: +SKIP
 """
 
@@ -16,6 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError, SchedulerError
+from mopmc.runtime.agents import agent_policy_frequency
 from mopmc.runtime.aggregate import Estimate, MetricsSummary, summarise
 from mopmc.runtime.config import RuntimeConfig
 from mopmc.runtime.controllers import SecondaryController
@@ -46,7 +47,7 @@ def simulate(
     episodes: int = 10,
     delay: str = DEFAULT_DELAY_SPEC,
     switch: str = "none",
-    agent: str = "idm",
+    agent: str = "shipped",
     vehicles: int | None = None,
     seed: int = 0,
     config: RuntimeConfig | None = None,
@@ -58,7 +59,10 @@ def simulate(
         episodes: number of episodes (episode ``e`` uses seeds derived from ``(seed, e)``).
         delay: delay spec of the primary controller (see :mod:`mopmc.runtime.delay`).
         switch: ``none``, a configuration name (``C1``..``C4``), ``uniform`` or a scheduler file.
-        agent: ``idm`` (highway-env IDM stand-in) or ``[ALGO:]PATH`` of a Stable-Baselines3 model.
+        agent: ``shipped`` (the trained DDPG agent, docs/agents.md), ``idm`` (highway-env IDM stand-in)
+            or ``[ALGO:]PATH`` of a Stable-Baselines3 model. A trained agent runs at the decision
+            frequency it was trained at (:func:`~mopmc.runtime.agents.agent_policy_frequency`), which
+            replaces ``config.env.policy_frequency``.
         vehicles: other vehicles in the scene (overrides ``config.env.vehicles``).
         seed: root seed; the same seed gives the same episodes.
         config: runtime configuration (defaults: :class:`RuntimeConfig`).
@@ -87,6 +91,9 @@ def simulate(
         if vehicles < 0:
             raise ConfigError(f"--vehicles must be >= 0, got {vehicles}")
         env_config = dataclasses.replace(env_config, vehicles=vehicles)
+    frequency = agent_policy_frequency(agent)
+    if frequency is not None:
+        env_config = dataclasses.replace(env_config, policy_frequency=frequency)
 
     from mopmc.runtime import highway_adapter as hw
 
@@ -111,6 +118,7 @@ def simulate(
     settings = {
         "delay": distribution.spec, "switch": switch, "agent": agent, "vehicles": env_config.vehicles,
         "seed": seed, "min_consecutive_calls": k, "max_substep": env_config.max_substep,
+        "policy_frequency": env_config.policy_frequency,
         "ttc_cap": TTC_CAP, "headway_cap": HEADWAY_CAP,
     }
     return SimulationResult(summary, tuple(results), settings)

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mopmc.errors import ConfigError
+from mopmc.runtime.agents import agent_policy_frequency
 from mopmc.runtime.config import EnvConfig, RuntimeConfig
 from mopmc.runtime.delay import DEFAULT_DELAY_SPEC
 from mopmc.runtime.episode import EpisodeResult, StepRecord
@@ -61,6 +62,11 @@ class Setting:
             raise ConfigError(f"setting {self.name}: seed must be an integer >= 0, got {self.seed!r}")
         if self.simulator not in ("stock", "fast"):
             raise ConfigError(f"setting {self.name}: simulator must be 'stock' or 'fast', got {self.simulator!r}")
+        # A trained agent runs at the decision frequency it was trained at (agent_policy_frequency).
+        frequency = agent_policy_frequency(self.agent)
+        if frequency is not None and frequency != self.config.env.policy_frequency:
+            env = dataclasses.replace(self.config.env, policy_frequency=frequency)
+            object.__setattr__(self, "config", dataclasses.replace(self.config, env=env))
 
     def describe(self) -> dict[str, Any]:
         """JSON-ready description (a scheduler file or agent file is identified by its sha256)."""

@@ -38,6 +38,8 @@ from mopmc.runtime.agents import AgentInterface
 from mopmc.runtime.config import EnvConfig, parse_config, read_config_file
 
 _KEEP_CHECKPOINTS = 2
+SIMULATORS = ("stock", "fast")
+"""``simulator`` of a run: highway-env's road, or :mod:`mopmc.runtime.fastsim` (same trajectories, faster)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,7 @@ class TrainConfig:
     eval_episodes: int = 5
     eval_seed: int = 1_000_000
     output: str = "runs/ddpg"
+    simulator: str = "stock"
     ddpg: DdpgConfig = DdpgConfig()
     env: EnvConfig = field(default_factory=lambda: EnvConfig(vehicles=10, max_substep=1 / 15))
     interface: InterfaceConfig = InterfaceConfig()
@@ -98,7 +101,7 @@ class TrainConfig:
 
     def agent_interface(self) -> AgentInterface:
         i = self.interface
-        return AgentInterface(i.control, i.steering_limit, self.env.lanes, i.target_speed)
+        return AgentInterface(i.control, i.steering_limit, self.env.lanes, i.target_speed, self.env.policy_frequency)
 
     def to_dict(self) -> dict[str, Any]:
         return json.loads(json.dumps(dataclasses.asdict(self)))
@@ -174,6 +177,8 @@ def parse_train_config(raw: Any, source: str = "config") -> TrainConfig:
     for key in ("total_steps", "checkpoint_every", "eval_every"):
         if getattr(config, key) < 1:
             raise ConfigError(f"{source}: {key}: expected an integer >= 1, got {getattr(config, key)}")
+    if config.simulator not in SIMULATORS:
+        raise ConfigError(f"{source}: simulator: expected one of {', '.join(SIMULATORS)}, got {config.simulator!r}")
     if config.eval_seed == config.seed:
         raise ConfigError(f"{source}: eval_seed: must differ from seed ({config.seed}): evaluation uses its own episodes")
     if config.ddpg.batch_size < 1 or config.ddpg.buffer_size < config.ddpg.batch_size:
@@ -195,6 +200,7 @@ class _RunFields(NamedTuple):
     eval_episodes: int = TrainConfig.eval_episodes
     eval_seed: int = TrainConfig.eval_seed
     output: str = TrainConfig.output
+    simulator: str = TrainConfig.simulator
 
 
 def load_train_config(path: str | Path) -> TrainConfig:
@@ -204,14 +210,22 @@ def load_train_config(path: str | Path) -> TrainConfig:
 
 
 # --- evaluation ----------------------------------------------------------------------------------
-def evaluate(agent: Any, env: EnvConfig, episodes: int, seed: int) -> dict[str, Any]:
+def make_world(env: EnvConfig, delay: Any, simulator: str = "stock") -> Any:
+    """The real-time world on highway-env's road (``stock``) or the accelerated one (``fast``)."""
+    if simulator == "fast":
+        from mopmc.runtime.fastsim.world import FastRealtimeHighwayEnv as World
+    else:
+        from mopmc.runtime.highway_adapter import RealtimeHighwayEnv as World
+    return World(env, delay)
+
+
+def evaluate(agent: Any, env: EnvConfig, episodes: int, seed: int, simulator: str = "stock") -> dict[str, Any]:
     """Zero-delay episodes of ``agent`` on a fresh env: collision rate and per-step lane departure."""
-    from mopmc.runtime import highway_adapter as hw
     from mopmc.runtime.delay import parse_delay_spec
     from mopmc.runtime.episode import episode_seeds, run_episode
 
     delay = parse_delay_spec("0")
-    world = hw.RealtimeHighwayEnv(env, delay)
+    world = make_world(env, delay, simulator)
     results = [run_episode(world, agent, delay, episode_seeds(seed, e), episode=e) for e in range(episodes)]
     steps = sum(len(r.records) for r in results)
     departures = sum(rec.lane_departure for r in results for rec in r.records)
@@ -281,7 +295,7 @@ def train(
     out_dir = Path(out if out is not None else config.output)
     last = _prepare_output(config, out_dir)
     interface = config.agent_interface()
-    env = sb.TrainingEnv(config.env, interface, config.reward, config.seed)
+    env = sb.TrainingEnv(config.env, interface, config.reward, config.seed, config.simulator)
     vec_env = sb.make_vec_env(env)
     d = config.ddpg
     settings = sb.DdpgSettings(d.actor, d.critic, d.buffer_size, d.learning_starts, d.batch_size,
@@ -298,7 +312,8 @@ def train(
 
     def on_evaluation(steps: int) -> dict[str, Any]:
         evaluation = {"steps": steps, **evaluate(sb.PolicyAgent(model, interface),
-                                                  config.env, config.eval_episodes, config.eval_seed)}
+                                                  config.env, config.eval_episodes, config.eval_seed,
+                                                  config.simulator)}
         state["evaluations"].append(evaluation)
         _write_json(out_dir / "evals.json", state["evaluations"])
         if state["best_score"] is None or _score(evaluation) <= state["best_score"]:

@@ -25,6 +25,7 @@ within two decisions.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, fields
 from importlib import resources
@@ -46,6 +47,9 @@ OTHERS = 4
 FEATURE_SIZE = EGO_FEATURES + OTHERS * OTHER_FEATURES
 
 SHIPPED_AGENT_NAME = "ddpg_highway"
+SHIPPED = "shipped"
+"""The ``--agent`` name of the shipped DDPG agent (:func:`shipped_agent_path`)."""
+ALGORITHMS = ("ddpg", "td3", "sac", "ppo", "a2c")
 CONTROLS = ("steering", "both")
 
 
@@ -58,12 +62,15 @@ class AgentInterface:
         steering_limit: steering angle [rad] of a policy output of +-1.
         lanes: lanes of the scene (highway-env's lateral normalisation is +-4 m x lanes).
         target_speed: IDM desired speed [m/s] (``control="steering"`` only).
+        policy_frequency: decisions per second the policy was trained at; the runtime runs a
+            trained agent at this frequency (:func:`agent_policy_frequency`).
     """
 
     control: str = "steering"
     steering_limit: float = 0.05
     lanes: int = 4
     target_speed: float = 25.0
+    policy_frequency: float = 1.0
 
     def __post_init__(self) -> None:
         if self.control not in CONTROLS:
@@ -72,6 +79,8 @@ class AgentInterface:
             raise ConfigError(f"agent interface: steering_limit must be in (0, pi/4] rad, got {self.steering_limit!r}")
         if self.lanes < 1:
             raise ConfigError(f"agent interface: lanes must be >= 1, got {self.lanes!r}")
+        if isinstance(self.policy_frequency, bool) or not (0 < self.policy_frequency < math.inf):
+            raise ConfigError(f"agent interface: policy_frequency must be a number > 0 (Hz), got {self.policy_frequency!r}")
 
     @property
     def action_size(self) -> int:
@@ -148,3 +157,42 @@ def metadata_path(model_path: str | Path) -> Path:
     """The JSON file beside a model ``X.zip``: ``X.json``."""
     p = Path(model_path)
     return p.with_suffix(".json") if p.suffix == ".zip" else p.with_name(p.name + ".json")
+
+
+def resolve_agent_path(spec: str) -> tuple[str, str]:
+    """(algorithm, path) of ``shipped`` or ``[ALGO:]PATH.zip`` (ALGO one of :data:`ALGORITHMS`, default ddpg)."""
+    if spec == SHIPPED:
+        return "ddpg", str(shipped_agent_path())
+    head = spec.split(":", 1)[0].lower()
+    if head in ALGORITHMS and ":" in spec:
+        return head, spec.split(":", 1)[1]
+    return "ddpg", spec
+
+
+def interface_beside(path: str | Path) -> AgentInterface | None:
+    """The :class:`AgentInterface` in the metadata ``X.json`` beside model ``X.zip`` (None without one)."""
+    meta = metadata_path(path)
+    if not meta.is_file():
+        return None
+    try:
+        doc = json.loads(meta.read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{meta}: cannot read the agent's metadata ({exc})") from None
+    if not isinstance(doc, dict) or "interface" not in doc:
+        return None
+    return AgentInterface.from_dict(doc["interface"], str(meta))
+
+
+def agent_policy_frequency(spec: str) -> float | None:
+    """Decisions per second a trained agent runs at (its interface's), or None (``idm``, no metadata).
+
+    The runtime runs a trained agent at the frequency it was trained at, whatever the env config
+    says: a policy trained at 5 Hz holds each action for 0.2 s and is not the same controller at 1 Hz.
+
+    >>> agent_policy_frequency("idm") is None
+    True
+    """
+    if spec == "idm":
+        return None
+    interface = interface_beside(resolve_agent_path(spec)[1])
+    return None if interface is None else float(interface.policy_frequency)

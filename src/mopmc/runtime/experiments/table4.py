@@ -30,6 +30,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError
+from mopmc.runtime.agents import shipped_agent_path
 from mopmc.runtime.config import RuntimeConfig, load_config
 from mopmc.runtime.episode import EpisodeResult
 from mopmc.runtime.metrics import HEADWAY_CAP, TTC_CAP
@@ -50,7 +51,7 @@ class Table4Spec:
     delays: tuple[float, ...] = DEFAULT_DELAYS
     methods: tuple[str, ...] = ("C1", "C2", "C3", "C4", "uniform")
     schedulers: tuple[str, ...] = ()
-    agent: str = "idm"
+    agent: str = "shipped"
     seed: int = 0
     config: RuntimeConfig = dataclasses.field(default_factory=RuntimeConfig)
     ttc_score: float | None = None
@@ -106,7 +107,9 @@ class Table4Spec:
         return out
 
     def settings(self) -> list[Setting]:
-        return [Setting(f"{label}@d{d:.3f}", delay=f"exp:{d!r}", switch=switch, agent=self.agent, seed=self.seed,
+        # The shipped agent by path, so that the sweep's manifest records its sha256.
+        agent = str(shipped_agent_path()) if self.agent == "shipped" else self.agent
+        return [Setting(f"{label}@d{d:.3f}", delay=f"exp:{d!r}", switch=switch, agent=agent, seed=self.seed,
                         config=self.config, simulator=self.simulator)
                 for d in self.delays for label, switch in self.method_switches()]
 
