@@ -162,3 +162,63 @@ def test_exhaustive_pareto_spans_the_lp_optima(case, raw):
         except InfiniteValueError:
             continue
         assert np.max(pts @ w) == pytest.approx(ref, abs=1e-7 * max(1.0, abs(ref)))
+
+
+def _lp_direction(model, objs, w):
+    """max w . x subject to every threshold of ``objs``, as one LP; None when infeasible."""
+    lp = occupation_polytope(model, objs)
+    rows, rhs = [], []
+    for i, o in enumerate(objs):
+        if o.threshold is None:
+            continue
+        s = 1.0 if o.comparison.startswith(">") else -1.0
+        rows.append(-s * lp.scale[i] * lp.gain[i])
+        rhs.append(s * (lp.offset[i] - o.threshold))
+    c = -sum(w[i] * lp.scale[i] * lp.gain[i].toarray().ravel() for i in range(len(objs)))
+    res = linprog(c, A_ub=vstack(rows) if rows else None, b_ub=np.array(rhs) if rows else None,
+                  A_eq=lp.flow, b_eq=lp.rhs(), bounds=lp.bounds(), method="highs")
+    if res.status == 2:
+        return None
+    assert res.status == 0, res.message
+    return float(w @ lp.values(res.x))
+
+
+@settings(**SETTINGS)
+@given(cases(), st.lists(st.floats(-1, 1), min_size=6, max_size=6))
+def test_pareto_with_a_threshold_is_the_lp_constrained_front(case, raw):
+    """Two queried objectives and a threshold on a third: the reported front lies inside the
+    threshold and, in every direction over the queried objectives, the best of its points is the LP
+    optimum subject to the threshold; unmeetable thresholds give status infeasible."""
+    model, senses, w, shift = case
+    senses = (senses * 2)[:3]
+    thresholds = _anchor(model, senses, w if len(w) == 3 else np.append(w, 0.0), np.append(shift, 0.0)[:3] * 0.5)
+    assume(thresholds is not None)
+    objs = tuple(Objective(i, f'R{{"r{i}"}}{s}=? [C]', "total_reward", s, f"r{i}") for i, s in enumerate(senses[:2]))
+    cmp = "<=" if senses[2] == "min" else ">="
+    objs += (Objective(2, f'R{{"r2"}}{cmp}{thresholds[2]!r} [C]', "total_reward", senses[2], "r2",
+                       comparison=cmp, threshold=float(thresholds[2])),)
+    try:
+        ours = pareto(make_oracle(model, objs, "kernel"), objs, exhaustive=True)
+    except InfiniteValueError:
+        assume(False)
+    sign = np.array([1.0 if s == "max" else -1.0 for s in senses])
+    feasible = lp_achievable(model, objs[2:]).margin
+    event(f"feasible={feasible >= 0}")
+    if ours.status == "infeasible":
+        assert feasible <= 1e-6
+        assert ours.certificate["required"] > ours.certificate["bound"]
+        return
+    assert feasible >= -1e-4 and ours.status == "optimal"
+    pts = np.array(ours.points)
+    assert len(ours.mixtures) == len(pts)
+    for p, mix in zip(pts, ours.mixtures):  # each point is its mixture of the reported vertices
+        assert np.allclose(sum(lam * np.array(ours.vertices[i]) for lam, i in mix), p, atol=1e-9)
+        assert sign[2] * p[2] >= sign[2] * thresholds[2] - 1e-4
+    for d in np.array(raw).reshape(3, 2):
+        d = np.append(np.abs(d) * sign[:2], 0.0)
+        ref = _lp_direction(model, objs, d)
+        if ref is None:
+            continue
+        # equal up to the kernel's error; above only by the threshold's relaxation (<= precision)
+        best = np.max(pts @ d)
+        assert ref - 1e-6 * max(1.0, abs(ref)) <= best <= ref + 1e-4 * np.abs(d).sum() + 1e-6 * max(1.0, abs(ref))

@@ -125,9 +125,17 @@ class _MultiSchedulers:
 
     def to_json(self, model) -> dict:
         res = self.res
+        if res.kind == "pareto" and res.mixtures:
+            # thresholds as constraints: each front vertex is a mixture of deterministic schedulers
+            return {"kind": "pareto", "status": res.status, "vertices": [
+                {"point": pt, "mixture": [{"weight": w, "point": res.vertices[i],
+                                           "scheduler": res.vertex_schedulers[i].scheduler.to_json(model)}
+                                          for w, i in mix]}
+                for pt, mix in zip(res.points, res.mixtures)]}
         if res.kind == "pareto":
-            return {"kind": "pareto", "vertices": [{"point": pt, "scheduler": s.scheduler.to_json(model)}
-                                                   for pt, s in zip(res.points, res.schedulers)]}
+            return {"kind": "pareto", "status": res.status,
+                    "vertices": [{"point": pt, "scheduler": s.scheduler.to_json(model)}
+                                 for pt, s in zip(res.points, res.schedulers)]}
         if res.witness is None:
             return {"kind": res.kind, "status": res.status, "mixture": []}
         w = res.witness

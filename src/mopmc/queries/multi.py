@@ -45,6 +45,10 @@ class MultiResult:
     witness: Witness | None = None
     certificate: dict | None = None
     schedulers: list = field(default_factory=list)
+    # Pareto with thresholds: each point of ``points`` is a mixture of deterministic vertices
+    mixtures: list = field(default_factory=list)  # per point: [(weight, index into vertices), ...]
+    vertices: list = field(default_factory=list)  # the deterministic vertices found (original units)
+    vertex_schedulers: list = field(default_factory=list)
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -61,6 +65,10 @@ class MultiResult:
             out.update(value=self.value, lower=self.lower, upper=self.upper)
         if self.kind == "pareto":
             out.update(points=self.points, halfspaces=self.halfspaces)
+            if self.mixtures:
+                out["vertices"] = self.vertices
+                out["mixtures"] = [{"vertices": [i for _, i in mix], "weights": [w for w, _ in mix]}
+                                   for mix in self.mixtures]
         if self.witness is not None:
             out["witness"] = {"points": self.witness.points, "weights": self.witness.weights}
         if self.certificate is not None:
@@ -199,6 +207,15 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
     m = len(objectives)
     approx = start(call, m)
     it, status, confirmed = 0, "optimal", []
+    fin = np.isfinite(space.lower)
+    if fin.any():
+        # thresholds are constraints: first decide whether any scheduler meets them
+        inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision,
+                                   max_iter, decide=precision)
+        if inner is None or inner[0] < -precision:
+            return MultiResult("pareto", tuple(objectives), precision, it + m, status="infeasible",
+                               margin_upper=float(outer[0]) if outer is not None else -np.inf,
+                               certificate=_certificate(approx, space))
     gaps: dict = {}  # corner -> (w, gap) against the current vertices (cleared when one is added)
     while True:
         numeric = _numeric_tolerance(approx)
@@ -228,14 +245,122 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
         if not new and w @ corner <= w @ y + err + numeric:
             # the oracle's optimum in this direction reaches the corner: nothing separates it
             confirmed.append(corner)
-    keep = _extreme(approx.V, _numeric_tolerance(approx))
+    tol = _numeric_tolerance(approx)
     W, b = approx.H
+    halfspaces = [{"normal": (w * space.sign).tolist(), "offset": float(o)} for w, o in zip(W, b)]
+    if not fin.any():
+        keep = _extreme(approx.V, tol)
+        return MultiResult(
+            "pareto", tuple(objectives), precision, it + m, status=status,
+            points=[space.to_x(approx.V[i]).tolist() for i in keep], halfspaces=halfspaces,
+            schedulers=[approx.schedulers[i] for i in keep],
+        )
+    # The constrained front: vertices of conv(V) cut by the thresholds, each a mixture of vertices.
+    # When the inner polytope meets the thresholds only within the precision, they are relaxed by
+    # that shortfall (at most ``precision``) so that the front is not empty.
+    lower = space.lower.copy()
+    reach = approx.inner_max(np.zeros(m), 1.0, fin.astype(float), lower)
+    if reach is not None and reach[2] < 0:
+        lower[fin] += reach[2]
+    for j in np.flatnonzero(fin):
+        normal = np.zeros(m)
+        normal[j] = -1.0
+        halfspaces.append({"normal": (normal * space.sign).tolist(), "offset": float(-space.lower[j])})
+    front = constrained_front(approx.V, lower, tol, space.query)
+    used = sorted({i for mix in front for _, i in mix})
+    index = {v: n for n, v in enumerate(used)}
     return MultiResult(
         "pareto", tuple(objectives), precision, it + m, status=status,
-        points=[space.to_x(approx.V[i]).tolist() for i in keep],
-        halfspaces=[{"normal": (w * space.sign).tolist(), "offset": float(o)} for w, o in zip(W, b)],
-        schedulers=[approx.schedulers[i] for i in keep],
+        points=[space.to_x(sum(w * approx.V[i] for w, i in mix)).tolist() for mix in front],
+        halfspaces=halfspaces,
+        schedulers=[[(w, approx.schedulers[i]) for w, i in mix] for mix in front],
+        mixtures=[[(w, index[i]) for w, i in mix] for mix in front],
+        vertices=[space.to_x(approx.V[i]).tolist() for i in used],
+        vertex_schedulers=[approx.schedulers[i] for i in used],
     )
+
+
+ENUMERATION_LIMIT = 200_000
+"""Most candidate supports :func:`constrained_front` solves for before it falls back to LPs."""
+
+
+def constrained_front(V: np.ndarray, lower: np.ndarray, tol: float,
+                      query: np.ndarray | None = None) -> list[list[tuple[float, int]]]:
+    """The Pareto vertices of ``Q = conv(V) ∩ {y >= lower}`` (maximisation space; ``-inf`` where
+    unconstrained) over the ``query`` coordinates (default: all; thresholded objectives are
+    constraints, not objectives), each as a mixture ``[(weight, vertex index), ...]``.
+
+    Every vertex of Q is the image of a vertex of ``{l in simplex : V^T l >= lower}``, which has
+    at most ``1 + #thresholds`` nonzero weights with as many thresholds tight: those supports
+    are enumerated, solved as square linear systems, and the points kept that no other point of Q
+    dominates by more than ``tol`` and that are not mixtures of the other kept points."""
+    from itertools import combinations
+
+    k, m = V.shape
+    fin = np.flatnonzero(np.isfinite(lower))
+    # only Pareto-relevant vertices can carry a vertex of Q's front
+    rows = [i for i in _extreme(V, tol)] if k > 1 else list(range(k))
+    rows = sorted(set(rows) | {i for i in range(k) if np.all(V[i, fin] >= lower[fin] - tol)} & set(range(k)))
+    candidates: list[tuple[tuple[int, ...], np.ndarray]] = []
+    budget = ENUMERATION_LIMIT
+    for size in range(1, min(len(rows), len(fin) + 1) + 1):
+        for S in combinations(rows, size):
+            for T in combinations(fin, size - 1):
+                budget -= 1
+                if budget < 0:
+                    return _front_by_lp(V, lower, tol, query)
+                A = np.vstack([np.ones(size), V[np.ix_(S, T)].T]) if T else np.ones((1, 1))
+                rhs = np.concatenate([[1.0], lower[list(T)]])
+                try:
+                    lam = np.linalg.solve(A, rhs)
+                except np.linalg.LinAlgError:
+                    continue
+                if lam.min() < -1e-12 or not np.all(np.isfinite(lam)):
+                    continue
+                lam = np.clip(lam, 0.0, None)
+                lam /= lam.sum()
+                y = lam @ V[list(S)]
+                if np.all(y[fin] >= lower[fin] - tol):
+                    candidates.append((S, lam))
+    return _pareto_vertices(V, lower, tol, candidates, query)
+
+
+def _front_by_lp(V: np.ndarray, lower: np.ndarray, tol: float, query=None) -> list[list[tuple[float, int]]]:
+    """Fallback for many vertices and thresholds: the constrained optima in the unit directions
+    and in the directions of the vertices' supporting hyperplanes (a subset of the front's vertices)."""
+    k, m = V.shape
+    probe = Approximation(m, vertices=list(V))
+    q = np.ones(m, bool) if query is None else np.asarray(query, bool)
+    directions = [e for e, keep in zip(np.eye(m), q) if keep] + [q / q.sum()]
+    candidates = []
+    for c in directions:
+        res = probe.inner_max(np.asarray(c, float), 0.0, np.zeros(m), lower)
+        if res is not None:
+            lam = res[1]
+            S = tuple(int(i) for i in np.flatnonzero(lam > 1e-12))
+            candidates.append((S, lam[list(S)] / lam[list(S)].sum()))
+    return _pareto_vertices(V, lower, tol, candidates, query)
+
+
+def _pareto_vertices(V, lower, tol, candidates, query=None) -> list[list[tuple[float, int]]]:
+    m = V.shape[1]
+    q = np.ones(m, bool) if query is None else np.asarray(query, bool)
+    probe = Approximation(m, vertices=list(V))
+    points, mixes = [], []
+    for S, lam in candidates:
+        y = lam @ V[list(S)]
+        if any(np.max(np.abs(y[q] - p[q])) <= tol for p in points):
+            continue
+        # dominated when some point of Q is >= y in the queried coordinates and better by more
+        # than tol in their sum
+        best = probe.inner_max(q.astype(float), 0.0, np.zeros(m), np.where(q, np.maximum(y, lower), lower))
+        if best is not None and best[0] - y[q].sum() > tol * q.sum():
+            continue
+        points.append(y)
+        mixes.append([(float(w), int(i)) for w, i in zip(lam, S) if w > 1e-12])
+    keep = _extreme(np.array(points)[:, q], tol) if points else []
+    order = sorted(keep, key=lambda i: tuple(-points[i][q]))
+    return [mixes[i] for i in order]
 
 
 def _numeric_tolerance(approx: Approximation) -> float:
