@@ -214,6 +214,7 @@ def table1(
     workers: Optional[int] = typer.Option(None, "--workers", help="Local processes (default: all CPUs; 0 = in this process)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the episodes."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table1.png (needs matplotlib)."),
+    fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env)."),
 ) -> None:
     """Table 1: the agent alone under fixed and random delays (P10 TTC, P50 HW, Prob LD with 95% CIs)."""
     from mopmc.cli.common import run_cli
@@ -222,7 +223,7 @@ def table1(
         from mopmc.runtime.experiments.table1 import Table1Spec, run_table1
 
         spec = Table1Spec.from_options(delays=delays, episodes=episodes, agent=agent, vehicles=vehicles, seed=seed,
-                                       config=config, bootstrap=bootstrap)
+                                       config=config, bootstrap=bootstrap, simulator="fast" if fast else "stock")
         result = run_table1(out, spec, workers=workers, progress=True, plot=plot)
         typer.echo(result.markdown)
         typer.echo(f"-> {', '.join(str(p) for p in result.files)}", err=True)

@@ -49,17 +49,18 @@ class Table1Spec:
     config: RuntimeConfig = dataclasses.field(default_factory=lambda: RuntimeConfig(
         env=dataclasses.replace(RuntimeConfig().env, vehicles=10)))
     bootstrap: int = 1000
+    simulator: str = "stock"
 
     @classmethod
     def from_options(cls, *, delays: str, episodes: int, agent: str, vehicles: int | None, seed: int,
-                     config: Path | None, bootstrap: int) -> "Table1Spec":
+                     config: Path | None, bootstrap: int, simulator: str = "stock") -> "Table1Spec":
         cfg = load_config(config) if config is not None else cls().config
         if vehicles is not None:
             if vehicles < 0:
                 raise ConfigError(f"--vehicles must be >= 0, got {vehicles}")
             cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, vehicles=vehicles))
         specs = tuple(d.strip() for d in delays.split(",") if d.strip())
-        spec = cls(specs, episodes, agent, seed, cfg, bootstrap)
+        spec = cls(specs, episodes, agent, seed, cfg, bootstrap, simulator)
         spec.check()
         return spec
 
@@ -76,6 +77,8 @@ class Table1Spec:
             raise ConfigError(f"--seed must be >= 0, got {self.seed}")
         if self.bootstrap < 0:
             raise ConfigError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+        if self.simulator not in ("stock", "fast"):
+            raise ConfigError(f"simulator must be 'stock' or 'fast', got {self.simulator!r}")
 
     def agent_config(self) -> RuntimeConfig:
         """The runtime config the agent runs in: a trained agent at the frequency it was trained at."""
@@ -89,7 +92,8 @@ class Table1Spec:
         # with another agent file is refused.
         agent = str(shipped_agent_path()) if self.agent == "shipped" else self.agent
         config = self.agent_config()
-        return [Setting(setting_name(d), delay=d, switch="none", agent=agent, seed=self.seed, config=config)
+        return [Setting(setting_name(d), delay=d, switch="none", agent=agent, seed=self.seed, config=config,
+                        simulator=self.simulator)
                 for d in self.delays]
 
 
@@ -139,7 +143,7 @@ def render_markdown(rows: Sequence[Row], spec: Table1Spec) -> str:
     lines = [
         f"Agent `{spec.agent}` alone at {spec.agent_config().env.policy_frequency:g} Hz, {spec.config.env.vehicles} vehicles, "
         f"{spec.episodes} episodes per delay, "
-        f"seed {spec.seed}; 95% episode-bootstrap CIs ({spec.bootstrap} resamples).",
+        f"seed {spec.seed}, {spec.simulator} simulator; 95% episode-bootstrap CIs ({spec.bootstrap} resamples).",
         "",
         "| delay | P10 TTC [s] | P50 HW [s] | Prob LD | collision rate |",
         "| --- | --- | --- | --- | --- |",
@@ -170,7 +174,7 @@ def rows_to_json(rows: Sequence[Row], spec: Table1Spec) -> dict[str, Any]:
         return {"value": e.value, "ci": None if e.low is None else [e.low, e.high]}
 
     return {
-        "settings": {"delays": list(spec.delays), "episodes": spec.episodes, "agent": spec.agent, "seed": spec.seed,
+        "settings": {"delays": list(spec.delays), "episodes": spec.episodes, "agent": spec.agent, "seed": spec.seed, "simulator": spec.simulator,
                      "vehicles": spec.config.env.vehicles, "max_substep": spec.config.env.max_substep,
                      "policy_frequency": spec.agent_config().env.policy_frequency,
                      "bootstrap": spec.bootstrap},
