@@ -97,10 +97,8 @@ def test_achievability_verdict_equals_lp(case):
     assert min(ref.margin, 1.0) <= ours.margin_upper + ours.precision
 
 
-def _lp_numerical(model, objs, k):
-    """max/min objective ``k`` subject to the others' thresholds, as one LP; None when infeasible."""
-    lp = occupation_polytope(model, objs)
-    sign = 1.0 if objs[k].sense == "max" else -1.0
+def _threshold_rows(lp, objs):
+    """``rows @ x <= rhs``: every threshold of ``objs`` on the occupation measure ``x``."""
     rows, rhs = [], []
     for i, o in enumerate(objs):
         if o.threshold is None:
@@ -108,6 +106,14 @@ def _lp_numerical(model, objs, k):
         s = 1.0 if o.comparison.startswith(">") else -1.0
         rows.append(-s * lp.scale[i] * lp.gain[i])
         rhs.append(s * (lp.offset[i] - o.threshold))
+    return rows, rhs
+
+
+def _lp_numerical(model, objs, k):
+    """max/min objective ``k`` subject to the others' thresholds, as one LP; None when infeasible."""
+    lp = occupation_polytope(model, objs)
+    sign = 1.0 if objs[k].sense == "max" else -1.0
+    rows, rhs = _threshold_rows(lp, objs)
     c = -sign * lp.scale[k] * lp.gain[k].toarray().ravel()
     res = linprog(c, A_ub=vstack(rows) if rows else None, b_ub=np.array(rhs) if rows else None,
                   A_eq=lp.flow, b_eq=lp.rhs(), bounds=lp.bounds(), method="highs")
@@ -167,13 +173,7 @@ def test_exhaustive_pareto_spans_the_lp_optima(case, raw):
 def _lp_direction(model, objs, w):
     """max w . x subject to every threshold of ``objs``, as one LP; None when infeasible."""
     lp = occupation_polytope(model, objs)
-    rows, rhs = [], []
-    for i, o in enumerate(objs):
-        if o.threshold is None:
-            continue
-        s = 1.0 if o.comparison.startswith(">") else -1.0
-        rows.append(-s * lp.scale[i] * lp.gain[i])
-        rhs.append(s * (lp.offset[i] - o.threshold))
+    rows, rhs = _threshold_rows(lp, objs)
     c = -sum(w[i] * lp.scale[i] * lp.gain[i].toarray().ravel() for i in range(len(objs)))
     res = linprog(c, A_ub=vstack(rows) if rows else None, b_ub=np.array(rhs) if rows else None,
                   A_eq=lp.flow, b_eq=lp.rhs(), bounds=lp.bounds(), method="highs")
