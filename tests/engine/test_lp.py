@@ -311,7 +311,7 @@ def test_switch_convex_queries(switch):
 
 # --- the two solvers of the achievability LP ----------------------------------------------------
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, derandomize=True)
 @given(random_mdps(max_states=10), st.lists(st.integers(-4, 10), min_size=3, max_size=3),
        st.sampled_from(["max", "min"]))
 def test_interior_point_margin_equals_simplex_margin(model, thr, sense):
@@ -326,7 +326,10 @@ def test_interior_point_margin_equals_simplex_margin(model, thr, sense):
     assert interior.achievable is simplex.achievable
     # the returned point is the exact value of the scheduler the interior solution induces
     slack = [(v - t) if o.sense == "max" else (t - v) for o, v, t in zip(objs, interior.point, thresholds)]
-    assert min(slack) == pytest.approx(interior.margin, abs=1e-7)
+    if interior.margin < 1.0 - 1e-7:
+        assert min(slack) == pytest.approx(interior.margin, abs=1e-7)
+    else:  # the LP caps the margin at 1: the induced scheduler may have more slack
+        assert min(slack) >= 1.0 - 1e-7
 
 
 def test_interior_point_near_zero_margin_goes_to_the_simplex():
