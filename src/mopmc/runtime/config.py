@@ -39,6 +39,10 @@ def _check_env(values: dict[str, Any], src: str) -> None:
         raise ConfigError(f"{src}: env.max_substep: at most 1 s, got {values['max_substep']}")
 
 
+SIMULATORS = ("stock", "fast")
+"""Roads a run can use: highway-env's own (``stock``) or :mod:`mopmc.runtime.fastsim` (``fast``, same trajectories)."""
+
+
 @dataclass(frozen=True)
 class EnvConfig:
     """The highway scene (highway-v0 defaults except the vehicle count, which tests keep small).

@@ -237,6 +237,15 @@ class IdmAgent:
         return self.world.to_action(Command(accel, steering))
 
 
+def make_world(env: EnvConfig, delay: Any, simulator: str = "stock") -> Any:
+    """The real-time world on highway-env's road (``stock``) or the accelerated one (``fast``)."""
+    if simulator == "fast":
+        from mopmc.runtime.fastsim.world import FastRealtimeHighwayEnv
+
+        return FastRealtimeHighwayEnv(env, delay)
+    return RealtimeHighwayEnv(env, delay)
+
+
 def load_agent(spec: str) -> Any:
     """Load ``shipped`` or ``[ALGO:]PATH.zip``; see :func:`mopmc.runtime.sb3_adapter.load_agent` (the SB3 importer)."""
     from mopmc.runtime.sb3_adapter import load_agent as load

@@ -25,7 +25,8 @@ from mopmc.errors import ConfigError, DependencyError
 from mopmc.runtime.agents import FEATURE_SIZE, SHIPPED, AgentInterface, interface_beside, resolve_agent_path
 from mopmc.runtime.config import EnvConfig
 from mopmc.runtime.episode import episode_seeds
-from mopmc.runtime.train import RewardConfig, make_world
+from mopmc.runtime.highway_adapter import make_world
+from mopmc.runtime.train import RewardConfig
 
 try:
     import gymnasium

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError, SchedulerError
-from mopmc.runtime.agents import agent_policy_frequency
+from mopmc.runtime.agents import env_for_agent
 from mopmc.runtime.aggregate import Estimate, MetricsSummary, summarise
 from mopmc.runtime.config import RuntimeConfig
 from mopmc.runtime.controllers import SecondaryController
@@ -91,9 +91,7 @@ def simulate(
         if vehicles < 0:
             raise ConfigError(f"--vehicles must be >= 0, got {vehicles}")
         env_config = dataclasses.replace(env_config, vehicles=vehicles)
-    frequency = agent_policy_frequency(agent)
-    if frequency is not None:
-        env_config = dataclasses.replace(env_config, policy_frequency=frequency)
+    env_config = env_for_agent(env_config, agent)
 
     from mopmc.runtime import highway_adapter as hw
 

@@ -33,8 +33,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from mopmc.errors import ConfigError
-from mopmc.runtime.agents import agent_policy_frequency
-from mopmc.runtime.config import EnvConfig, RuntimeConfig
+from mopmc.runtime.agents import env_for_agent
+from mopmc.runtime.config import SIMULATORS, EnvConfig, RuntimeConfig
 from mopmc.runtime.delay import DEFAULT_DELAY_SPEC
 from mopmc.runtime.episode import EpisodeResult, StepRecord
 
@@ -60,12 +60,11 @@ class Setting:
             raise ConfigError(f"setting {self.name}: config must be a RuntimeConfig, got {type(self.config).__name__}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"setting {self.name}: seed must be an integer >= 0, got {self.seed!r}")
-        if self.simulator not in ("stock", "fast"):
+        if self.simulator not in SIMULATORS:
             raise ConfigError(f"setting {self.name}: simulator must be 'stock' or 'fast', got {self.simulator!r}")
         # A trained agent runs at the decision frequency it was trained at (agent_policy_frequency).
-        frequency = agent_policy_frequency(self.agent)
-        if frequency is not None and frequency != self.config.env.policy_frequency:
-            env = dataclasses.replace(self.config.env, policy_frequency=frequency)
+        env = env_for_agent(self.config.env, self.agent)
+        if env is not self.config.env:
             object.__setattr__(self, "config", dataclasses.replace(self.config, env=env))
 
     def describe(self) -> dict[str, Any]:
@@ -113,11 +112,7 @@ def _runtime(setting: Setting) -> tuple[Any, Any, Any, Any]:
         from mopmc.runtime.simulate import _controllers
 
         distribution = parse_delay_spec(setting.delay)
-        if setting.simulator == "fast":
-            from mopmc.runtime.fastsim.world import FastRealtimeHighwayEnv as World
-        else:
-            World = hw.RealtimeHighwayEnv
-        world = World(setting.config.env, distribution)
+        world = hw.make_world(setting.config.env, distribution, setting.simulator)
         agent = hw.IdmAgent(world) if setting.agent == "idm" else hw.load_agent(setting.agent)
         policy = parse_switch(setting.switch, setting.config.switch.configurations)
         _CACHE.clear()  # one setting at a time per worker keeps memory flat

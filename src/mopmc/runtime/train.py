@@ -35,11 +35,9 @@ import numpy as np
 
 from mopmc.errors import ConfigError, MopmcError
 from mopmc.runtime.agents import AgentInterface
-from mopmc.runtime.config import EnvConfig, parse_config, read_config_file
+from mopmc.runtime.config import SIMULATORS, EnvConfig, parse_config, read_config_file
 
 _KEEP_CHECKPOINTS = 2
-SIMULATORS = ("stock", "fast")
-"""``simulator`` of a run: highway-env's road, or :mod:`mopmc.runtime.fastsim` (same trajectories, faster)."""
 
 
 @dataclass(frozen=True)
@@ -210,19 +208,11 @@ def load_train_config(path: str | Path) -> TrainConfig:
 
 
 # --- evaluation ----------------------------------------------------------------------------------
-def make_world(env: EnvConfig, delay: Any, simulator: str = "stock") -> Any:
-    """The real-time world on highway-env's road (``stock``) or the accelerated one (``fast``)."""
-    if simulator == "fast":
-        from mopmc.runtime.fastsim.world import FastRealtimeHighwayEnv as World
-    else:
-        from mopmc.runtime.highway_adapter import RealtimeHighwayEnv as World
-    return World(env, delay)
-
-
 def evaluate(agent: Any, env: EnvConfig, episodes: int, seed: int, simulator: str = "stock") -> dict[str, Any]:
     """Zero-delay episodes of ``agent`` on a fresh env: collision rate and per-step lane departure."""
     from mopmc.runtime.delay import parse_delay_spec
     from mopmc.runtime.episode import episode_seeds, run_episode
+    from mopmc.runtime.highway_adapter import make_world
 
     delay = parse_delay_spec("0")
     world = make_world(env, delay, simulator)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -196,3 +196,12 @@ def agent_policy_frequency(spec: str) -> float | None:
         return None
     interface = interface_beside(resolve_agent_path(spec)[1])
     return None if interface is None else float(interface.policy_frequency)
+
+
+def env_for_agent(env: Any, spec: str) -> Any:
+    """``env`` (an :class:`~mopmc.runtime.config.EnvConfig`) with the agent's own policy frequency
+    (:func:`agent_policy_frequency`), or ``env`` itself when the agent has none or already matches."""
+    frequency = agent_policy_frequency(spec)
+    if frequency is None or frequency == env.policy_frequency:
+        return env
+    return replace(env, policy_frequency=frequency)

@@ -26,9 +26,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError
-from mopmc.runtime.agents import agent_policy_frequency, shipped_agent_path
+from mopmc.runtime.agents import env_for_agent, shipped_agent_path
 from mopmc.runtime.aggregate import Estimate, summarise
-from mopmc.runtime.config import RuntimeConfig, load_config
+from mopmc.runtime.config import SIMULATORS, RuntimeConfig, load_config
 from mopmc.runtime.delay import FixedDelay, parse_delay_spec
 from mopmc.runtime.episode import EpisodeResult
 from mopmc.runtime.sweep import Setting, run_sweep, write_atomic
@@ -77,22 +77,18 @@ class Table1Spec:
             raise ConfigError(f"--seed must be >= 0, got {self.seed}")
         if self.bootstrap < 0:
             raise ConfigError(f"--bootstrap must be >= 0, got {self.bootstrap}")
-        if self.simulator not in ("stock", "fast"):
+        if self.simulator not in SIMULATORS:
             raise ConfigError(f"simulator must be 'stock' or 'fast', got {self.simulator!r}")
 
-    def agent_config(self) -> RuntimeConfig:
-        """The runtime config the agent runs in: a trained agent at the frequency it was trained at."""
-        frequency = agent_policy_frequency(self.agent)
-        if frequency is None:
-            return self.config
-        return dataclasses.replace(self.config, env=dataclasses.replace(self.config.env, policy_frequency=frequency))
+    def policy_frequency(self) -> float:
+        """Decisions per second of the agent (a trained agent's own; :class:`Setting` applies it)."""
+        return env_for_agent(self.config.env, self.agent).policy_frequency
 
     def settings(self) -> list[Setting]:
         # The shipped agent by path, so that the sweep's manifest records its sha256 and a resume
         # with another agent file is refused.
         agent = str(shipped_agent_path()) if self.agent == "shipped" else self.agent
-        config = self.agent_config()
-        return [Setting(setting_name(d), delay=d, switch="none", agent=agent, seed=self.seed, config=config,
+        return [Setting(setting_name(d), delay=d, switch="none", agent=agent, seed=self.seed, config=self.config,
                         simulator=self.simulator)
                 for d in self.delays]
 
@@ -141,7 +137,7 @@ def _fmt(e: Estimate, digits: int = 3) -> str:
 
 def render_markdown(rows: Sequence[Row], spec: Table1Spec) -> str:
     lines = [
-        f"Agent `{spec.agent}` alone at {spec.agent_config().env.policy_frequency:g} Hz, {spec.config.env.vehicles} vehicles, "
+        f"Agent `{spec.agent}` alone at {spec.policy_frequency():g} Hz, {spec.config.env.vehicles} vehicles, "
         f"{spec.episodes} episodes per delay, "
         f"seed {spec.seed}, {spec.simulator} simulator; 95% episode-bootstrap CIs ({spec.bootstrap} resamples).",
         "",
@@ -176,7 +172,7 @@ def rows_to_json(rows: Sequence[Row], spec: Table1Spec) -> dict[str, Any]:
     return {
         "settings": {"delays": list(spec.delays), "episodes": spec.episodes, "agent": spec.agent, "seed": spec.seed, "simulator": spec.simulator,
                      "vehicles": spec.config.env.vehicles, "max_substep": spec.config.env.max_substep,
-                     "policy_frequency": spec.agent_config().env.policy_frequency,
+                     "policy_frequency": spec.policy_frequency(),
                      "bootstrap": spec.bootstrap},
         "rows": [{"delay": r.delay, "mean_delay": r.mean_delay, "episodes": r.episodes,
                   "collision_rate": r.collision_rate, **{m: est(getattr(r, m)) for m in METRICS}} for r in rows],
