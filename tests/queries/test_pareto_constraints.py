@@ -59,9 +59,8 @@ def test_constrained_front_points_are_storms_numerical_optima(case):
     first = queried[0].format(senses[0] + "=?")
     best_alone = _storm(path, "multi(" + ", ".join([first] + thresholds) + ")")
     assert max(pts[:, 0]) == pytest.approx(best_alone, abs=1e-4)
-    for p in pts:
+    for p, mix in zip(pts, row["mixtures"]):
         # the point is a mixture of the reported deterministic vertices
-        mix = row["mixtures"][list(map(tuple, pts)).index(tuple(p))]
         assert np.allclose(np.array(mix["weights"]) @ np.array(row["vertices"])[mix["vertices"]], p, atol=1e-9)
         # on the constrained front: Storm's best first objective with the second fixed at p's value
         fixed = queried[1].format(_bound(senses[1], p[1] - 1e-9 if senses[1] == "max" else p[1] + 1e-9))

@@ -128,9 +128,8 @@ class _MultiSchedulers:
         if res.kind == "pareto" and res.mixtures:
             # thresholds as constraints: each front vertex is a mixture of deterministic schedulers
             return {"kind": "pareto", "status": res.status, "vertices": [
-                {"point": pt, "mixture": [{"weight": w, "point": res.vertices[i],
-                                           "scheduler": res.vertex_schedulers[i].scheduler.to_json(model)}
-                                          for w, i in mix]}
+                {"point": pt, "mixture": _mixture(model, [w for w, _ in mix], [res.vertices[i] for _, i in mix],
+                                                  [res.vertex_schedulers[i] for _, i in mix])}
                 for pt, mix in zip(res.points, res.mixtures)]}
         if res.kind == "pareto":
             return {"kind": "pareto", "status": res.status,
@@ -139,8 +138,13 @@ class _MultiSchedulers:
         if res.witness is None:
             return {"kind": res.kind, "status": res.status, "mixture": []}
         w = res.witness
-        return {"kind": res.kind, "mixture": [{"weight": lam, "point": pt, "scheduler": s.scheduler.to_json(model)}
-                                              for lam, pt, s in zip(w.weights, w.points, w.schedulers)]}
+        return {"kind": res.kind, "mixture": _mixture(model, w.weights, w.points, w.schedulers)}
+
+
+def _mixture(model, weights, points, schedulers) -> list[dict]:
+    """A randomised mixture of deterministic schedulers as exported: weight, point, scheduler each."""
+    return [{"weight": lam, "point": pt, "scheduler": s.scheduler.to_json(model)}
+            for lam, pt, s in zip(weights, points, schedulers)]
 
 
 def _export(path: str, model, props, schedulers) -> None:

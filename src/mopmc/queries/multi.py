@@ -298,9 +298,9 @@ def constrained_front(V: np.ndarray, lower: np.ndarray, tol: float,
 
     k, m = V.shape
     fin = np.flatnonzero(np.isfinite(lower))
-    # only Pareto-relevant vertices can carry a vertex of Q's front
-    rows = [i for i in _extreme(V, tol)] if k > 1 else list(range(k))
-    rows = sorted(set(rows) | {i for i in range(k) if np.all(V[i, fin] >= lower[fin] - tol)} & set(range(k)))
+    # the vertices of V's own front carry every vertex of Q's front; those meeting the thresholds
+    # are kept too (a near-duplicate that _extreme dropped may be the one inside them)
+    rows = sorted(set(_extreme(V, tol)) | {i for i in range(k) if np.all(V[i, fin] >= lower[fin] - tol)})
     candidates: list[tuple[tuple[int, ...], np.ndarray]] = []
     budget = ENUMERATION_LIMIT
     for size in range(1, min(len(rows), len(fin) + 1) + 1):
@@ -326,8 +326,8 @@ def constrained_front(V: np.ndarray, lower: np.ndarray, tol: float,
 
 
 def _front_by_lp(V: np.ndarray, lower: np.ndarray, tol: float, query=None) -> list[list[tuple[float, int]]]:
-    """Fallback for many vertices and thresholds: the constrained optima in the unit directions
-    and in the directions of the vertices' supporting hyperplanes (a subset of the front's vertices)."""
+    """Fallback for many vertices and thresholds: the constrained optima in the unit directions of
+    the queried objectives and in their uniform direction (a subset of the front's vertices)."""
     k, m = V.shape
     probe = Approximation(m, vertices=list(V))
     q = np.ones(m, bool) if query is None else np.asarray(query, bool)
