@@ -175,3 +175,38 @@ def test_discrete_meta_actions_match_stock() -> None:
     (stock, lanes_stock), (fast, lanes_fast) = run(False), run(True)
     assert np.abs(stock - fast).max() <= 1e-6
     assert lanes_stock == lanes_fast
+
+
+@pytest.mark.parametrize("obs_config", [
+    {"type": "Kinematics"},  # highway-v0's default: 5 vehicles, presence x y vx vy
+    {"type": "Kinematics", "vehicles_count": 8, "features": ["presence", "x", "y", "vx", "vy", "cos_h", "sin_h"],
+     "absolute": True, "see_behind": True, "clip": False},
+    {"type": "Kinematics", "vehicles_count": 30, "normalize": False},  # fewer vehicles than rows: zero rows
+])
+def test_kinematics_observation_without_pandas_is_the_stock_array(obs_config: dict) -> None:
+    from mopmc.runtime.fastsim.observe import kinematics
+
+    env = HighwayEnv(config={"action": {"type": "ContinuousAction"}, "observation": obs_config, "vehicles_count": 20})
+    env.reset(seed=5)
+    actions = np.random.default_rng(2).uniform(-0.5, 0.5, size=(12, 2))
+    for a in actions:
+        stock = env.observation_type.observe()
+        fast = kinematics(env.observation_type)
+        assert fast.dtype == stock.dtype and fast.shape == stock.shape
+        assert np.array_equal(fast, stock)  # bit for bit
+        env.step(a)
+    assert not np.array_equal(stock[1:], 0)  # other vehicles were observed
+
+
+def test_fast_world_observes_with_the_stock_values() -> None:
+    from mopmc.runtime.delay import parse_delay_spec
+
+    worlds = [cls(EnvConfig(vehicles=12, duration=3), parse_delay_spec("0.1")) for cls in (RealtimeHighwayEnv, FastRealtimeHighwayEnv)]
+    observations = [[w.reset_world(3)] for w in worlds]
+    for w, run in zip(worlds, observations):
+        for a in ([0.2, 0.05], [-0.3, -0.05], [0.0, 0.1]):
+            w.advance(0.1)
+            w.apply_action(np.array(a))
+            w.advance(0.9)
+            run.append(w.observe())
+    assert np.abs(np.array(observations[0]) - np.array(observations[1])).max() <= 1e-6

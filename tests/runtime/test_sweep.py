@@ -87,10 +87,25 @@ def test_episode_files_are_the_run_episodes(tmp_path: Path) -> None:
 def test_restart_with_other_settings_is_refused(tmp_path: Path) -> None:
     run_sweep(tmp_path, _settings()[:1], 1, workers=0)
     other = [Setting("none", delay="exp:0.3", config=small_config(vehicles=4, duration=8), seed=3)]
-    with pytest.raises(ConfigError, match="other settings"):
+    with pytest.raises(ConfigError, match="setting 'none' differs in delay"):
         run_sweep(tmp_path, other, 1, workers=0)
     with pytest.raises(ConfigError, match="setting name"):
         run_sweep(tmp_path / "x", [Setting("a/b")], 1, workers=0)
+
+
+def test_new_settings_extend_a_sweep_and_reuse_its_episodes(tmp_path: Path) -> None:
+    first, second = _settings()
+    run_sweep(tmp_path, [first], 2, workers=0)
+    before = episode_path(tmp_path, "none", 1).read_bytes()
+    os.utime(episode_path(tmp_path, "none", 1), (0, 0))
+    result = run_sweep(tmp_path, [first, second], 2, workers=0)
+    assert (result.ran, result.skipped) == (2, 2)  # only the new setting's episodes ran
+    assert episode_path(tmp_path, "none", 1).stat().st_mtime == 0 and episode_path(tmp_path, "none", 1).read_bytes() == before
+    manifest = json.loads((tmp_path / "sweep.json").read_text())
+    assert [d["name"] for d in manifest["settings"]] == ["none", "C2"]
+    # asking for a subset later keeps the manifest whole and runs nothing
+    again = run_sweep(tmp_path, [second], 2, workers=0)
+    assert again.ran == 0 and [d["name"] for d in json.loads((tmp_path / "sweep.json").read_text())["settings"]] == ["none", "C2"]
 
 
 def test_ray_local_instance_gives_the_same_episodes(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ Every episode file is written by the main process to ``<name>.tmp``, flushed and
 renamed (``os.replace``, atomic on POSIX) and the folder fsynced, so a file either exists whole or
 not at all. A restarted sweep reads the folder, skips every job whose file exists and runs only the
 rest: killed at any moment, it loses no finished episode and repeats none. Leftover ``*.tmp`` files
-of an interrupted write are removed on restart. Restarting with different settings is refused
-(the manifest's fingerprint differs).
+of an interrupted write are removed on restart. Restarting with a setting of the same name but a
+different description is refused (naming the setting and what differs); new settings extend the
+folder (e.g. a scheduler added to a table that has run) and reuse the others' finished episodes.
 
 Episode ``e`` of a setting with seed ``S`` uses the seeds of ``(S, e)``
 (:func:`~mopmc.runtime.episode.episode_seeds`), so the result does not depend on the order, the
@@ -177,10 +178,13 @@ def read_episode(path: Path) -> EpisodeResult:
         raise ConfigError(f"{path}: not a readable sweep episode file ({exc})") from None
 
 
+def _fingerprint(described: Sequence[dict[str, Any]]) -> str:
+    return hashlib.sha256(json.dumps(list(described), sort_keys=True).encode()).hexdigest()
+
+
 def _manifest(settings: Sequence[Setting], episodes: int) -> dict[str, Any]:
-    described = [s.describe() for s in settings]
-    fingerprint = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()
-    return {"format": FORMAT, "episodes": episodes, "fingerprint": fingerprint, "settings": described}
+    described = json.loads(json.dumps([s.describe() for s in settings]))  # as read back from the file
+    return {"format": FORMAT, "episodes": episodes, "fingerprint": _fingerprint(described), "settings": described}
 
 
 def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
@@ -197,12 +201,23 @@ def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
     if path.exists():
         try:
             old = json.loads(path.read_text())
-        except ValueError:
+            old_settings = {d["name"]: d for d in old["settings"]}
+        except (ValueError, KeyError, TypeError):
             raise ConfigError(f"{path}: corrupt manifest; remove {out} or use another output folder") from None
-        if old.get("fingerprint") != manifest["fingerprint"]:
-            raise ConfigError(f"{out}: holds a sweep with other settings; use another output folder")
-        if old.get("episodes") != episodes:
-            manifest["episodes"] = max(episodes, int(old.get("episodes", 0)))
+        # A setting already in the folder must be the same setting; new settings extend the sweep
+        # (e.g. a scheduler added to a finished table), and the folder keeps the ones not asked for.
+        for described in manifest["settings"]:
+            before = old_settings.get(described["name"])
+            if before is not None and before != described:
+                changed = sorted(k for k in set(before) | set(described) if before.get(k) != described.get(k))
+                raise ConfigError(
+                    f"{out}: holds a sweep with other settings: setting {described['name']!r} differs in "
+                    f"{', '.join(changed)}; use another output folder"
+                )
+        merged = list(old["settings"]) + [d for d in manifest["settings"] if d["name"] not in old_settings]
+        manifest["settings"] = merged
+        manifest["fingerprint"] = _fingerprint(merged)
+        manifest["episodes"] = max(episodes, int(old.get("episodes", 0)))
     write_atomic(path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     for tmp in (out / "episodes").glob("*/*.tmp"):
         tmp.unlink()
