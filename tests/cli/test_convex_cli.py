@@ -58,3 +58,31 @@ def test_evaluate_rejects_a_foreign_scheduler(tmp_path):
     assert run_mopmc("convex", files.tradeoff, "--prop", PROP, "--export-scheduler", sched, "--json").code == 0
     r = run_mopmc("evaluate", files.mini_switch, "--scheduler", sched, "--prop", 'R{"ctrl_cost"}min=? [C]')
     assert_one_line_error(r, "states")
+
+
+def test_binding_file_of_design_build_exports_a_runtime_scheduler(tmp_path):
+    import json
+
+    from mopmc.design.params import load_parameters
+    from mopmc.runtime.scheduler import load_scheduler
+
+    model = tmp_path / "sw.umb"
+    assert run_mopmc("design", "build", "paper-switch", "--n", "6", "--out", model).code == 0
+    binding = tmp_path / "sw.umb.binding.json"
+    sched = tmp_path / "cq.json"
+    prop = 'multi(R{"ctrl_cost"}<=1.9 [C], R{"headway_cost"}<=0.3 [C], R{"lane_dep_cost"}<=0.2 [C], R{"ttc_cost"}<=0.05 [C])'
+    r = run_mopmc("convex", model, "--prop", prop, "--soft", "--export-scheduler", sched, "--binding", binding, "--json")
+    assert r.code == 0, r.stderr
+    loaded = load_scheduler(str(sched))
+    params = load_parameters("table3")
+    scores = {m.name: m.score for m in params.metrics}
+    obs = json.loads(sched.read_text())["binding"]["observations"]
+    assert obs["low_headway"]["threshold"] == scores["hw"] and obs["low_ttc"]["threshold"] == scores["ttc"]
+    assert [c.name for c in loaded.binding.configurations] == [c.name for c in params.configurations]
+    # a binding file without the metric scores (older mopmc) is one clear error
+    doc = json.loads(binding.read_text())
+    del doc["metrics"]
+    old = tmp_path / "old.binding.json"
+    old.write_text(json.dumps(doc))
+    r = run_mopmc("convex", model, "--prop", prop, "--soft", "--export-scheduler", sched, "--binding", old)
+    assert_one_line_error(r, "--binding", "metric scores")

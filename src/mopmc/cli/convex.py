@@ -80,7 +80,8 @@ def export(path: str, model, result, *, binding=None, kind: str = "randomised") 
 
 
 def load_binding(spec: str | None):
-    """``paper-switch`` (the built-in design's binding) or a JSON file holding a runtime binding."""
+    """``paper-switch`` (the built-in design's binding), the binding file of ``mopmc design build``
+    (``MODEL.binding.json``) or a JSON file holding a runtime binding."""
     if spec is None:
         return None
     import json
@@ -92,9 +93,17 @@ def load_binding(spec: str | None):
 
         return runtime_binding(load_design("paper-switch"))
     try:
-        return json.loads(Path(spec).read_text())
+        doc = json.loads(Path(spec).read_text())
     except (OSError, ValueError) as exc:
         raise PropertyError(f"--binding {spec}: cannot read a JSON binding ({exc})") from None
+    if isinstance(doc, dict) and doc.get("format") == "mopmc-switch-binding/1":
+        from mopmc.errors import SchedulerError
+
+        try:
+            return runtime_binding(doc)
+        except (SchedulerError, KeyError, TypeError, ValueError) as exc:
+            raise PropertyError(f"--binding {spec}: {exc}") from None
+    return doc
 
 
 def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter, engine,

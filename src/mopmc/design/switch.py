@@ -146,6 +146,7 @@ def binding(params: SwitchParameters) -> dict:
         "primary_locations": list(PRIMARY),
         "secondary_locations": list(SECONDARY),
         "recorders": {m.name: f"{recorder_name(m.name)}_loc" for m in params.metrics},
+        "metrics": [{"name": m.name, "score": m.score} for m in params.metrics],  # the runtime's thresholds
         "n": params.n,
         "k": params.k,
         "configurations": [

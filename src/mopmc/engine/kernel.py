@@ -142,7 +142,9 @@ class Engine:
         self.good = restrict(q, good, valid)
         proper = _global(self.good, proper[good])
         # renumber states in processing order: the compiled pass then reads memory almost sequentially
-        first = plan(self.good.problem)
+        # the SCCs of _check_finite still hold when nothing was collapsed or removed since
+        same = self.good.problem is p1
+        first = plan(self.good.problem, self._p1_scc if same else None)
         order = np.concatenate([s for _, s in first.steps])
         self.perm = permute(self.good.problem, order)
         p = self.problem = self.perm.problem
@@ -168,6 +170,7 @@ class Engine:
         from scipy.sparse.csgraph import connected_components
 
         _, label = connected_components(p1.state_graph(), directed=True, connection="strong")
+        self._p1_scc = label
         cand = ec.cyclic_candidates(p1, label)
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
         positive = (p1.rewards[every.inside] > 0).any(axis=0) if every.inside.any() else np.zeros(self.m, bool)

@@ -253,3 +253,34 @@ def evaluate_pass(order, indptr, targets, probs, chosen, rewards, values):
                 if t != s:
                     acc += probs[k] * values[t, j]
             values[s, j] = acc * scale
+
+
+@_lazy
+def gather_choices(indptr, targets, probs, origin, state_map):
+    """The choices ``origin`` of a CSR (``-1``: an empty choice), targets renumbered by ``state_map``;
+    transitions into removed states (``state_map < 0``) are dropped. Returns the new ``indptr``,
+    ``targets``, ``probs`` and, per new choice, whether a transition was dropped."""
+    n = origin.shape[0]
+    total = 0
+    for c in range(n):
+        o = origin[c]
+        if o >= 0:
+            total += indptr[o + 1] - indptr[o]
+    ip = np.zeros(n + 1, np.int64)
+    tg = np.empty(total, np.int64)
+    pr = np.empty(total, np.float64)
+    lost = np.zeros(n, np.bool_)
+    k = 0
+    for c in range(n):
+        o = origin[c]
+        if o >= 0:
+            for j in range(indptr[o], indptr[o + 1]):
+                t = state_map[targets[j]]
+                if t >= 0:
+                    tg[k] = t
+                    pr[k] = probs[j]
+                    k += 1
+                else:
+                    lost[c] = True
+        ip[c + 1] = k
+    return ip, tg[:k].copy(), pr[:k].copy(), lost

@@ -8,6 +8,7 @@ an ``(n_choices, m)`` array, oriented so that every objective is maximised.
 
 from __future__ import annotations
 
+import weakref
 from typing import NamedTuple
 
 import numpy as np
@@ -31,10 +32,12 @@ class Problem(NamedTuple):
         return len(self.indptr) - 1
 
     def state_of_choice(self) -> np.ndarray:
-        return np.repeat(np.arange(self.n_states, dtype=np.int64), np.diff(self.row_groups))
+        """The state of each choice (read-only; cached while ``row_groups`` lives)."""
+        return _owners(self.row_groups)
 
     def choice_of_transition(self) -> np.ndarray:
-        return np.repeat(np.arange(self.n_choices, dtype=np.int64), np.diff(self.indptr))
+        """The choice of each transition (read-only; cached while ``indptr`` lives)."""
+        return _owners(self.indptr)
 
     def matrix(self):
         """Choices x states transition matrix (scipy CSR)."""
@@ -49,6 +52,26 @@ class Problem(NamedTuple):
         src = self.state_of_choice()[self.choice_of_transition()]
         n = self.n_states
         return csr_matrix((np.ones(len(src), np.int8), (src, self.targets)), shape=(n, n))
+
+
+_OWNERS: dict[int, tuple[weakref.ref, np.ndarray]] = {}
+
+
+def _owners(ptr: np.ndarray) -> np.ndarray:
+    """``repeat(arange(len(ptr) - 1), diff(ptr))``, computed once per pointer array (the reductions
+    ask for the same map many times; problems share their arrays)."""
+    key = id(ptr)
+    hit = _OWNERS.get(key)
+    if hit is not None and hit[0]() is ptr:
+        return hit[1]
+    owners = np.repeat(np.arange(len(ptr) - 1, dtype=np.int64), np.diff(ptr))
+    owners.flags.writeable = False
+    try:
+        ref = weakref.ref(ptr, lambda _, key=key: _OWNERS.pop(key, None))
+    except TypeError:  # not weak-referenceable (e.g. a memory map view): no cache
+        return owners
+    _OWNERS[key] = (ref, owners)
+    return owners
 
 
 def gather_rows(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -75,9 +98,14 @@ class Restriction(NamedTuple):
 def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | None = None) -> Restriction:
     """Keep some states and choices; transitions into removed states go to the terminal (an exit).
 
-    The caller must keep at least one choice of every kept state.
+    The caller must keep at least one choice of every kept state. Keeping everything returns ``p``
+    itself (no copy) with identity maps.
     """
     n = p.n_states
+    if keep_states.all() and (keep_choices is None or keep_choices.all()):
+        return _identity(p)
+    from mopmc.engine import numba_kernels as nk
+
     soc = p.state_of_choice()
     keep_c = keep_states[soc] if keep_choices is None else (keep_choices & keep_states[soc])
     state_map = np.full(n, -1, np.int64)
@@ -85,35 +113,31 @@ def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | Non
     origin = np.flatnonzero(keep_c)
     new_rg = np.zeros(int(keep_states.sum()) + 1, np.int64)
     np.cumsum(np.bincount(state_map[soc[origin]], minlength=len(new_rg) - 1), out=new_rg[1:])
-    ip, idx = gather_rows(p.indptr, origin)
-    tg = state_map[p.targets[idx]]
-    live = tg >= 0
-    if len(origin):
-        counts = np.diff(ip)
-        kept_per = np.zeros(len(origin), np.int64)
-        nonempty = counts > 0
-        kept_per[nonempty] = np.add.reduceat(live.astype(np.int64), ip[:-1][nonempty])
-        lost = counts - kept_per
-        ip2 = np.zeros(len(origin) + 1, np.int64)
-        np.cumsum(kept_per, out=ip2[1:])
-    else:
-        lost = np.zeros(0, np.int64)
-        ip2 = np.zeros(1, np.int64)
-    exits = p.exits[origin] | (lost > 0)
+    ip, tg, pr, lost = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
+    exits = p.exits[origin] | lost
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(new_rg, ip2, tg[live], p.probs[idx][live], p.rewards[origin], exits, init)
+    q = Problem(new_rg, ip, tg, pr, p.rewards[origin], exits, init)
     return Restriction(q, state_map, origin)
 
 
+def _identity(p: Problem) -> Restriction:
+    return Restriction(p, np.arange(p.n_states, dtype=np.int64), np.arange(p.n_choices, dtype=np.int64))
+
+
 def permute(p: Problem, order: np.ndarray) -> Restriction:
-    """Renumber states so that ``order[i]`` becomes state ``i`` (choices follow their states)."""
+    """Renumber states so that ``order[i]`` becomes state ``i`` (choices follow their states);
+    the identity order returns ``p`` itself."""
+    from mopmc.engine import numba_kernels as nk
+
+    if len(order) == p.n_states and bool((np.diff(order) == 1).all()) and (len(order) == 0 or order[0] == 0):
+        return _identity(p)
     state_map = np.empty(p.n_states, np.int64)
     state_map[order] = np.arange(len(order), dtype=np.int64)
     lens = p.row_groups[order + 1] - p.row_groups[order]
     rg = np.zeros(len(order) + 1, np.int64)
     np.cumsum(lens, out=rg[1:])
     origin = np.repeat(p.row_groups[order] - rg[:-1], lens) + np.arange(rg[-1], dtype=np.int64)
-    ip, idx = gather_rows(p.indptr, origin)
+    ip, tg, pr, _ = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(rg, ip, state_map[p.targets[idx]], p.probs[idx], p.rewards[origin], p.exits[origin], init)
+    q = Problem(rg, ip, tg, pr, p.rewards[origin], p.exits[origin], init)
     return Restriction(q, state_map, origin)

@@ -26,12 +26,14 @@ class Plan(NamedTuple):
     n_cyclic: int
 
 
-def plan(p: Problem) -> Plan:
+def plan(p: Problem, label: np.ndarray | None = None) -> Plan:
+    """The plan of ``p``; ``label``: its SCC labels when already computed (any numbering)."""
     from mopmc.engine import numba_kernels as nk
 
     n = p.n_states
-    _, label = connected_components(p.state_graph(), directed=True, connection="strong")
-    label = label.astype(np.int64)
+    if label is None:
+        _, label = connected_components(p.state_graph(), directed=True, connection="strong")
+    label = np.asarray(label).astype(np.int64)
     src = p.state_of_choice()[p.choice_of_transition()]
     levels = nk.scc_levels(int(label.max()) + 1 if n else 0, label[src], label[p.targets])
     level = levels[label]

@@ -168,20 +168,31 @@ def _runtime_filter(model: SparseMDP, binding: Mapping | None):
 
 
 def runtime_binding(design) -> dict:
-    """The runtime binding (docs/formats.md) of a switch :class:`~mopmc.design.spec.Design`."""
-    b, params = design.binding, design.parameters
-    if b is None or params is None:
-        raise SchedulerError("this design has no switch binding; the runtime executes switch designs only")
+    """The runtime binding (docs/formats.md) of a switch :class:`~mopmc.design.spec.Design`, or of
+    the binding file ``mopmc design build`` writes beside a switch model (its JSON document)."""
+    if isinstance(design, Mapping):
+        b = design
+        if b.get("format") != "mopmc-switch-binding/1":
+            raise SchedulerError("not a mopmc-switch-binding/1 document")
+        if "metrics" not in b:
+            raise SchedulerError("the binding has no metric scores (written by an older mopmc); "
+                                 "rebuild the model with mopmc design build")
+        metrics = [(m["name"], m.get("score")) for m in b["metrics"]]
+    else:
+        b, params = design.binding, design.parameters
+        if b is None or params is None:
+            raise SchedulerError("this design has no switch binding; the runtime executes switch designs only")
+        metrics = [(m.name, m.score) for m in params.metrics]
     locs = list(b["locations"])
     observations = {}
     meaning = {"hw": "low_headway", "ttc": "low_ttc", "ld": "lane_departure"}
-    for m in params.metrics:
-        name = meaning.get(m.name)
+    for metric, score in metrics:
+        name = meaning.get(metric)
         if name is None:
             continue
-        spec: dict[str, Any] = {"variable": b["recorders"][m.name], "true": 2, "false": 3}  # MR: idle, observed, bad, good
+        spec: dict[str, Any] = {"variable": b["recorders"][metric], "true": 2, "false": 3}  # MR: idle, observed, bad, good
         if name != "lane_departure":
-            spec["threshold"] = float(m.score) if m.score is not None else 0.0
+            spec["threshold"] = float(score) if score is not None else 0.0
         observations[name] = spec
     return {
         "timestep": b["timestep"], "consecutive_calls": b["consecutive_calls"], "configuration": b["configuration"],
