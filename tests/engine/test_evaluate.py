@@ -81,6 +81,24 @@ def test_mixture_and_randomised_on_a_memory_product():
     np.testing.assert_allclose(evaluate(model, rnd.policy, objs).values, want, atol=1e-12)
 
 
+def test_induced_chain_hash_set_path_equals_the_bit_table(monkeypatch):
+    """Key spaces above the bit-table limit explore with a hash set: the same chain."""
+    import mopmc.engine.evaluate as ev_mod
+
+    from mopmc.examples import files
+    from mopmc.io.load import load
+
+    loaded = load(files.mini_switch, properties='R{"ctrl_cost"}min=? [C]')
+    model, objs = loaded.model, loaded.properties()[0].objectives
+    policy = Policy.of(kernel_oracle(model, objs)(np.array([1.0])).scheduler)
+    table = induced_chain(model, policy, objs)
+    monkeypatch.setattr(ev_mod, "_TABLE_LIMIT", 0)
+    hashed = induced_chain(model, policy, objs)
+    assert len(table.keys) > 10
+    np.testing.assert_array_equal(table.keys, hashed.keys)
+    assert (table.q != hashed.q).nnz == 0 and np.array_equal(table.rewards, hashed.rewards)
+
+
 def test_randomise_refuses_what_needs_memory():
     # state 0: loop forever (nothing) or collect 1 and stop; half/half is not memoryless
     model = SparseMDP.from_arrays([0, 2, 3], [0, 1, 2, 3], [0, 1, 1], [1, 1, 1], rewards={"r": [0.0, 1.0, 0.0]})

@@ -132,6 +132,33 @@ def _ranges(starts: np.ndarray, ends: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return np.arange(len(owner)) - first[owner] + starts[owner], owner
 
 
+_TABLE_LIMIT = 1 << 26  # keys: a bit table up to 64 MiB
+
+
+class _Seen:
+    """The set of explored (memory, state) keys: a bit table when the key space is small, else a
+    hash set; adding a sorted unique batch returns its unseen keys (linear in the batch, not in the set)."""
+
+    def __init__(self, key_space: int, first: np.ndarray):
+        self.table = np.zeros(key_space, bool) if key_space <= _TABLE_LIMIT else None
+        self.hashed: set[int] = set()
+        self.batches: list[np.ndarray] = []
+        self.add(first)
+
+    def add(self, keys: np.ndarray) -> np.ndarray:
+        if self.table is not None:
+            new = keys[~self.table[keys]]
+            self.table[new] = True
+        else:
+            new = np.array([k for k in keys.tolist() if k not in self.hashed], np.int64)
+            self.hashed.update(new.tolist())
+        self.batches.append(new)
+        return new
+
+    def keys(self) -> np.ndarray:
+        return np.sort(np.concatenate(self.batches))
+
+
 def induced_chain(model: SparseMDP, policy: Policy, objectives: Sequence[Objective] = (), *,
                   missing: str = "error") -> Chain:
     """Explore the chain of ``policy`` on ``model`` from the initial state; see the module docstring.
@@ -165,7 +192,7 @@ def induced_chain(model: SparseMDP, policy: Policy, objectives: Sequence[Objecti
             obj_mask |= 1 << b
 
     frontier = np.array([model.initial], np.int64)
-    seen = frontier.copy()
+    seen = _Seen(n * (1 << len(sets)), frontier)
     edges_src, edges_dst, edges_p = [], [], []
     row_key, row_choice, row_prob = [], [], []
     defaulted = 0
@@ -212,11 +239,9 @@ def induced_chain(model: SparseMDP, policy: Policy, objectives: Sequence[Objecti
         edges_src.append(ssrc)
         edges_dst.append(dst)
         edges_p.append(p)
-        new = np.setdiff1d(np.unique(dst[p > 0]), seen, assume_unique=True)
-        seen = np.union1d(seen, new)
-        frontier = new
+        frontier = seen.add(np.unique(dst[p > 0]))
 
-    keys = seen
+    keys = seen.keys()
     k = len(keys)
     src = np.searchsorted(keys, np.concatenate(edges_src))
     dst = np.searchsorted(keys, np.concatenate(edges_dst))
