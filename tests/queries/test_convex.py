@@ -115,6 +115,25 @@ def test_unbounded_achievable_set_is_reported():
         convex_query(m, objs, "mse")
 
 
+def test_a_gap_at_the_oracle_precision_is_stalled_with_valid_bounds():
+    """An oracle that only knows its answers to 0.01 (a rounded point, error 0.01) cannot close a
+    1e-14 gap: the query stops as ``stalled``, not ``optimal`` or ``iteration_limit``, and its bounds
+    still bracket the exact optimum."""
+    from mopmc.queries.oracle import Vertex
+
+    m, objs = parsed(files.tradeoff, 'multi(R{"time"}<=3.5 [C], R{"energy"}<=4.5 [C])')
+    exact = lp_oracle(m, objs)
+
+    def coarse(w):
+        v = exact(w)
+        return Vertex(np.round(v.point, 2), 0.01, v.scheduler)
+
+    res = convex_query(coarse, objs, "mse", eps_rel=1e-14, eps_abs=1e-14, max_iter=500)
+    assert res.status == "stalled" and res.iterations < 500
+    best = lp_convex(m, objs, make_loss("mse", 2, None, None).expression, box=box_of(objs)).loss
+    assert res.lower_bound <= best + 1e-7 and res.gap > 1e-14
+
+
 def test_unbounded_sides():
     # only upper sides (min objectives with <=) and only lower sides (explicit box)
     m, objs = parsed(files.tradeoff, 'multi(R{"time"}<=2 [C], R{"energy"}<=10 [C])')

@@ -46,12 +46,14 @@ class Problem(NamedTuple):
         return csr_matrix((self.probs, self.targets, self.indptr), shape=(self.n_choices, self.n_states))
 
     def state_graph(self):
-        """States x states adjacency (scipy CSR, duplicates summed)."""
+        """States x states adjacency (scipy CSR; duplicate entries kept, fine for graph searches).
+
+        A state's choices and their transitions are contiguous, so the CSR is the transition arrays
+        themselves with row pointers ``indptr[row_groups]``: no sort, no copy of the targets."""
         from scipy.sparse import csr_matrix
 
-        src = self.state_of_choice()[self.choice_of_transition()]
         n = self.n_states
-        return csr_matrix((np.ones(len(src), np.int8), (src, self.targets)), shape=(n, n))
+        return csr_matrix((np.ones(len(self.targets), np.int8), self.targets, self.indptr[self.row_groups]), shape=(n, n))
 
 
 _OWNERS: dict[int, tuple[weakref.ref, np.ndarray]] = {}

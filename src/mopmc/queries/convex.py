@@ -107,8 +107,11 @@ class ConvexResult:
     ``point`` (original units, property order) is a convex combination of ``vertices`` with
     ``weights``, lies in the box, and has loss ``loss`` (the upper bound); ``lower_bound`` is a
     lower bound on the optimum, ``gap = loss - lower_bound``. ``status``: ``optimal`` (gap within
-    tolerance), ``infeasible`` (no achievable point in the box: ``separating_direction``), or
-    ``iteration_limit``. ``schedulers[i]`` is the oracle's scheduler of ``vertices[i]``.
+    tolerance), ``infeasible`` (no achievable point in the box: ``separating_direction``),
+    ``stalled`` (the gap is still open but the oracle's answer in the direction that could close it
+    adds nothing: the gap is at the precision of the oracle and the conic solver; ``loss`` and
+    ``lower_bound`` are still valid bounds) or ``iteration_limit`` (``max_iter`` oracle calls).
+    ``schedulers[i]`` is the oracle's scheduler of ``vertices[i]``.
     """
 
     status: str
@@ -446,10 +449,12 @@ def convex_query(
             break
         w = _direction(poly.V, low[1])
         if w is None:
-            break  # the lower point is (numerically) achievable, yet the gap is open: solver precision
+            status = "stalled"  # the lower point is (numerically) achievable, yet the gap is open: solver precision
+            break
         it += 1
         if not ask(w):
-            break  # nothing new in the only direction that could help: stalled at solver precision
+            status = "stalled"  # nothing new in the only direction that could help: at solver precision
+            break
     lower = float(low[0]) if low is not None else math.inf
     if best is not None:
         upper, lam, point = best
