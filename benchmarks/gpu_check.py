@@ -130,7 +130,7 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
 
     objs = prop.objectives
     t = time.perf_counter()
-    cpu = Engine(model, objs)
+    cpu = Engine(model, objs, renumber="always")
     prep = time.perf_counter() - t
     t = time.perf_counter()
     gpu = TorchEngine(model, objs, device, engine=cpu)

@@ -1,4 +1,5 @@
-"""Shared test helpers: the reference-model folder and running the installed ``mopmc``."""
+"""Shared test helpers: the reference-model folder, running the installed ``mopmc``, and the paper
+switch's objectives."""
 
 from __future__ import annotations
 
@@ -9,6 +10,17 @@ import sys
 from pathlib import Path
 
 import pytest
+
+SWITCH_REWARDS = ("ctrl_cost", "headway_cost", "lane_dep_cost", "ttc_cost")
+
+
+def switch_objectives(bounds):
+    """``R{"r"}<=b [C]`` for the paper switch's four reward models, in the order of SWITCH_REWARDS."""
+    from mopmc.properties.objectives import Objective
+
+    return tuple(Objective(i, f'R{{"{r}"}}<={b} [C]', "total_reward", "min", r, comparison="<=", threshold=float(b))
+                 for i, (r, b) in enumerate(zip(SWITCH_REWARDS, bounds)))
+
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
 

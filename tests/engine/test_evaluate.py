@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from strategies import random_mdps
-from support import shared_model
+from support import SWITCH_REWARDS as REWARDS, shared_model, switch_objectives
 from mopmc.design.build import build_design
 from mopmc.design.spec import load_design
 from mopmc.engine.evaluate import Mixture, Policy, evaluate, induced_chain
@@ -22,14 +22,6 @@ from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective
 from mopmc.queries.convex import convex_query, mixture_of
 from mopmc.queries.switch_strategies import switch_strategy
-
-REWARDS = ("ctrl_cost", "headway_cost", "lane_dep_cost", "ttc_cost")
-
-
-def switch_objectives(bounds):
-    return tuple(Objective(i, f'R{{"{r}"}}<={b} [C]', "total_reward", "min", r, comparison="<=", threshold=float(b))
-                 for i, (r, b) in enumerate(zip(REWARDS, bounds)))
-
 
 @pytest.fixture(scope="module")
 def switch():

@@ -78,7 +78,7 @@ def _same_or_own_values(model, objs, cpu_res, res):
 
 def _compare(model, objs, w, device, **options):
     try:
-        eng = Engine(model, objs)
+        eng = Engine(model, objs, renumber="always")
     except InfiniteValueError:
         with pytest.raises(InfiniteValueError):
             TorchEngine(model, objs, device)
@@ -139,7 +139,7 @@ def test_warm_starts_across_directions(device):
     rng = np.random.default_rng(11)
     model = zero_end_components(random_mdp(rng, 150, 3, negative=False))
     objs = total_objectives(3, ["min", "max", "min"])
-    eng = Engine(model, objs)
+    eng = Engine(model, objs, renumber="always")
     gpu = TorchEngine(model, objs, device, engine=eng)
     prev = None
     for _ in range(6):
@@ -198,7 +198,7 @@ def test_random_achievability_equals_cpu_engine(device, seed, n):
     model = zero_end_components(random_mdp(rng, n, 2, zero_frac=0.3, negative=False))
     objs = total_objectives(2, ["min", "max"])
     try:
-        eng = Engine(model, objs)
+        eng = Engine(model, objs, renumber="always")
     except InfiniteValueError:
         return
     lo = eng.optimise([1.0, 0.0]).values

@@ -8,6 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from strategies import random_mdps
+from support import switch_objectives
 from mopmc.design.build import build_design
 from mopmc.engine.lp import lp_convex, lp_optimise
 from mopmc.engine.lp_product import occupation_polytope
@@ -18,18 +19,10 @@ from mopmc.properties.objectives import Objective
 from mopmc.queries.convex import box_of, convex_query, make_loss, soft_target
 from mopmc.queries.oracle import lp_oracle
 
-REWARDS = ("ctrl_cost", "headway_cost", "lane_dep_cost", "ttc_cost")
-
-
 def parsed(model, text):
     loaded = load(model, properties=text, valuations=True)
     (p,) = loaded.properties()
     return loaded.model, p.objectives
-
-
-def switch_objectives(bounds):
-    return tuple(Objective(i, f'R{{"{r}"}}<={b} [C]', "total_reward", "min", r, comparison="<=", threshold=float(b))
-                 for i, (r, b) in enumerate(zip(REWARDS, bounds)))
 
 
 @pytest.fixture(scope="module")

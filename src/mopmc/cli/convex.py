@@ -32,11 +32,12 @@ def parse_vector(text: str | None, option: str, m: int) -> list[float] | None:
     return out
 
 
-def load_multi(model: str, prop: str, const: list[str] | None):
-    """Load ``model`` with valuations and parse exactly one ``multi(...)`` property."""
+def load_multi(model: str, prop: str, const: list[str] | None, *, valuations: bool = True):
+    """Load ``model`` (with valuations: schedulers name states by them) and parse exactly one
+    ``multi(...)`` property; the engine warms up while Storm builds."""
     from mopmc.io.load import load
 
-    loaded = load(model, parse_consts(const), properties=prop, valuations=True)
+    loaded = load(model, parse_consts(const), properties=prop, valuations=valuations, warm="convex")
     props = loaded.properties()
     if len(props) != 1 or not props[0].multi:
         raise PropertyError(f"--prop {prop!r}: give exactly one multi(...) property")
@@ -118,7 +119,7 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
         raise PropertyError(f"--scheduler-kind {kind!r}: use randomised or mixture")
     if loss not in ("mse", "wmse", "var"):
         raise PropertyError(f"--loss {loss!r}: use mse, wmse or var")
-    loaded, p = load_multi(model, prop, const)
+    loaded, p = load_multi(model, prop, const, valuations=export_path is not None)
     m = len(p.objectives)
     t = parse_vector(target, "--target", m)
     w = parse_vector(weights, "--weights", m)

@@ -95,6 +95,9 @@ class Engine:
             states, the sound iterative method above), ``"exact"`` or ``"iterative"`` (all blocks).
         size_limit: the largest block solved by sparse LU under ``"auto"``.
         precision: relative precision of the iterative method (default 1e-6); see the module docstring.
+        renumber: ``"always"`` renumbers the states in processing order, so that every step of the
+            plan is a contiguous range (``contiguous``; the torch engine needs it); ``"auto"`` skips
+            that when the processing order is already almost sequential (no gain, a copy saved).
     """
 
     def __init__(
@@ -107,7 +110,10 @@ class Engine:
         method: str = "auto",
         size_limit: int = 100_000,
         precision: float = 1e-6,
+        renumber: str = "auto",
     ):
+        if renumber not in ("auto", "always"):
+            raise ValueError(f"renumber {renumber!r}: use auto or always")
         if method not in ("auto", "exact", "iterative"):
             raise ValueError(f"method {method!r}: use auto, exact or iterative")
         if not precision > 0:
@@ -123,6 +129,7 @@ class Engine:
         p1 = self.worthless.problem
         self.timings = {"product": time.perf_counter() - t0}
         self.trivial = p1.initial < 0
+        self.contiguous = True  # every plan step a contiguous range of states (see ``renumber``)
         if self.trivial:
             self.timings["total"] = time.perf_counter() - t0
             return
@@ -141,16 +148,22 @@ class Engine:
         valid = good[q.state_of_choice()] & _all_in(q, good)
         self.good = restrict(q, good, valid)
         proper = _global(self.good, proper[good])
-        # renumber states in processing order: the compiled pass then reads memory almost sequentially
         # the SCCs of _check_finite still hold when nothing was collapsed or removed since
         same = self.good.problem is p1
         first = plan(self.good.problem, self._p1_scc if same else None)
+        # renumber states in processing order: the compiled pass then reads memory almost sequentially
         order = np.concatenate([s for _, s in first.steps])
+        renumbered = True
+        if renumber == "auto" and len(order) > 1 and np.mean(np.abs(np.diff(order)) > 64) < 0.05:
+            # already almost sequential (e.g. Storm's BFS numbering, read backwards): renumbering
+            # would cost a full copy of the transitions and save nothing
+            order, renumbered = np.arange(len(order)), False
         self.perm = permute(self.good.problem, order)
         p = self.problem = self.perm.problem
         self.proper = _global(self.perm, proper[order])
         sm = self.perm.state_map
         self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
+        self.contiguous = renumbered or all(_is_range(s) for _, s in self.plan.steps)
         self.matrix = p.matrix()
         self.self_only = _self_only(p)
         self.blocks = [self._block(p, s) if kind == "cycles" else None for kind, s in self.plan.steps]
@@ -354,9 +367,12 @@ def _global(r, choices_of_good: np.ndarray) -> np.ndarray:
     return new_of_old[choices_of_good]
 
 
+def _is_range(states: np.ndarray) -> bool:
+    return len(states) == 0 or (int(states[-1]) - int(states[0]) + 1 == len(states) and bool(np.all(np.diff(states) == 1)))
+
+
 def _self_only(p: Problem) -> np.ndarray:
     """Choices whose every transition returns to their own state (and that cannot exit)."""
-    soc = p.state_of_choice()
-    cot = p.choice_of_transition()
-    away = np.bincount(cot[soc[cot] != p.targets], minlength=p.n_choices)
-    return (away == 0) & ~p.exits
+    from mopmc.engine import numba_kernels as nk
+
+    return nk.self_only(p.row_groups, p.indptr, p.targets, p.exits)

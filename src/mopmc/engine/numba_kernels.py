@@ -7,7 +7,12 @@ compiles the function on first call, so ``import mopmc.engine`` stays cheap.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
+
+
+_COMPILING = threading.Lock()
 
 
 class _Lazy:
@@ -20,11 +25,15 @@ class _Lazy:
         self.__name__ = fn.__name__
 
     def __call__(self, *args):
-        if self.compiled is None:
-            import numba
+        compiled = self.compiled
+        if compiled is None:
+            with _COMPILING:  # the warm-up thread (mopmc.engine.warmup) may get here at the same time
+                if self.compiled is None:
+                    import numba
 
-            self.compiled = numba.njit(cache=True, nogil=True)(self.fn)
-        return self.compiled(*args)
+                    self.compiled = numba.njit(cache=True, nogil=True)(self.fn)
+            compiled = self.compiled
+        return compiled(*args)
 
 
 def _lazy(fn):
@@ -139,27 +148,30 @@ def product_bfs(row_groups, indptr, targets, choice_ok, n_states, n_memory, deci
 
 
 @_lazy
-def scc_levels(n_labels, src_label, dst_label):
-    """Height of each SCC in the condensation DAG (0 = no successor SCC), by Kahn's algorithm."""
+def scc_levels(n_labels, label, row_groups, indptr, targets):
+    """Height of each SCC in the condensation DAG (0 = no successor SCC), by Kahn's algorithm;
+    the edges are read off the CSR (state -> choices -> transitions) without materialising them."""
+    n = row_groups.shape[0] - 1
     outdeg = np.zeros(n_labels, np.int64)
     rptr = np.zeros(n_labels + 1, np.int64)
-    m = src_label.shape[0]
-    for e in range(m):
-        a = src_label[e]
-        b = dst_label[e]
-        if a != b:
-            outdeg[a] += 1
-            rptr[b + 1] += 1
+    for s in range(n):
+        a = label[s]
+        for k in range(indptr[row_groups[s]], indptr[row_groups[s + 1]]):
+            b = label[targets[k]]
+            if a != b:
+                outdeg[a] += 1
+                rptr[b + 1] += 1
     for i in range(n_labels):
         rptr[i + 1] += rptr[i]
     fill = rptr[:-1].copy()
     rsrc = np.empty(rptr[n_labels], np.int64)
-    for e in range(m):
-        a = src_label[e]
-        b = dst_label[e]
-        if a != b:
-            rsrc[fill[b]] = a
-            fill[b] += 1
+    for s in range(n):
+        a = label[s]
+        for k in range(indptr[row_groups[s]], indptr[row_groups[s + 1]]):
+            b = label[targets[k]]
+            if a != b:
+                rsrc[fill[b]] = a
+                fill[b] += 1
     level = np.zeros(n_labels, np.int64)
     queue = np.empty(n_labels, np.int64)
     head = 0
@@ -284,3 +296,21 @@ def gather_choices(indptr, targets, probs, origin, state_map):
                     lost[c] = True
         ip[c + 1] = k
     return ip, tg[:k].copy(), pr[:k].copy(), lost
+
+
+@_lazy
+def self_only(row_groups, indptr, targets, exits):
+    """Choices whose every transition returns to their own state and that cannot exit."""
+    n = row_groups.shape[0] - 1
+    out = np.zeros(indptr.shape[0] - 1, np.bool_)
+    for s in range(n):
+        for c in range(row_groups[s], row_groups[s + 1]):
+            if exits[c]:
+                continue
+            ok = True
+            for k in range(indptr[c], indptr[c + 1]):
+                if targets[k] != s:
+                    ok = False
+                    break
+            out[c] = ok
+    return out

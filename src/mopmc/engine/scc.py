@@ -34,8 +34,7 @@ def plan(p: Problem, label: np.ndarray | None = None) -> Plan:
     if label is None:
         _, label = connected_components(p.state_graph(), directed=True, connection="strong")
     label = np.asarray(label).astype(np.int64)
-    src = p.state_of_choice()[p.choice_of_transition()]
-    levels = nk.scc_levels(int(label.max()) + 1 if n else 0, label[src], label[p.targets])
+    levels = nk.scc_levels(int(label.max()) + 1 if n else 0, label, p.row_groups, p.indptr, p.targets)
     level = levels[label]
     cyclic = np.bincount(label)[label] > 1
     trivial = np.flatnonzero(~cyclic)

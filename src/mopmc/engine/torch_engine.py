@@ -158,7 +158,9 @@ class TorchEngine:
         torch = load_torch()
         self.torch = torch
         self.device = resolve_device(device)
-        self.cpu = engine or Engine(model, objectives, allow_stay=allow_stay, choice_mask=choice_mask)
+        self.cpu = engine or Engine(model, objectives, allow_stay=allow_stay, choice_mask=choice_mask, renumber="always")
+        if not self.cpu.contiguous:
+            raise ValueError("the torch engine needs an Engine built with renumber='always' (contiguous plan steps)")
         self.model = model
         self.m = self.cpu.m
         self.orientation = self.cpu.orientation

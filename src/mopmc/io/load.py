@@ -64,11 +64,14 @@ def load(
     properties: str | None = None,
     *,
     valuations: bool = False,
+    warm: str | None = None,
 ) -> LoadedModel:
     """Load and validate a model; parse ``properties`` (PRISM property text) against it.
 
     PRISM (``.prism .nm .pm``) and JANI files are built by Storm's sparse builder and moved out in
-    bulk through an uncompressed UMB archive; ``.umb`` files are read directly.
+    bulk through an uncompressed UMB archive; ``.umb`` files are read directly. ``warm``
+    (``"check"`` or ``"convex"``): meanwhile warm the engine up in a thread
+    (:mod:`mopmc.engine.warmup`; Storm's builder releases the GIL).
     """
     start = time.perf_counter()
     path = resolve_path(path)
@@ -90,6 +93,10 @@ def load(
     formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
     storm.check_labels(program, formulas, str(path))
     t_parse = time.perf_counter()
+    if warm is not None:
+        from mopmc.engine import warmup
+
+        warmup.start(warm)
     built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=valuations)
     kind = storm.model_kind(built)
     t_build = time.perf_counter()

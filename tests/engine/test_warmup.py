@@ -1,0 +1,38 @@
+"""The engine warm-up that runs beside Storm's build: it exercises the real paths and changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mopmc.engine import warmup
+from mopmc.engine.lp import lp_convex
+from mopmc.examples import files
+from mopmc.io.load import load
+from mopmc.queries.convex import convex_query, make_loss, soft_target
+from mopmc.queries.dispatch import make_oracle
+from mopmc.queries.multi import achievability
+
+
+def test_the_tiny_model_runs_the_real_paths_and_gets_the_right_answers():
+    model, objectives = warmup._tiny()
+    res = convex_query(model, objectives, "mse", soft=True)
+    exact = lp_convex(model, objectives, make_loss("mse", 2, soft_target(objectives), None).expression)
+    assert res.status == "optimal" and res.loss == pytest.approx(exact.loss, abs=1e-7)
+    kernel = achievability(make_oracle(model, objectives, "kernel"), objectives)
+    lp = achievability(make_oracle(model, objectives, "lp"), objectives)
+    assert kernel.achievable == lp.achievable and kernel.margin == pytest.approx(lp.margin, abs=1e-6)
+    warmup.warm("check")
+    warmup.warm("convex")  # never raises
+
+
+def test_load_with_warm_up_gives_the_same_model():
+    text = 'multi(P>=0.5 [F "goal"], P<=0.2 [F "hazard"])'
+    plain = load(files.robot, properties=text)
+    warmed = load(files.robot, properties=text, warm="check")
+    for a, b in ((plain.model.targets, warmed.model.targets), (plain.model.probs, warmed.model.probs)):
+        np.testing.assert_array_equal(a, b)
+    threads = [t for t in __import__("threading").enumerate() if t.name == "mopmc-warmup"]
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive()
