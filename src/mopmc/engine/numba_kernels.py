@@ -207,6 +207,28 @@ def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewa
     infinite_at = -1
     for i in range(order.shape[0]):
         s = order[i]
+        c0 = row_groups[s]
+        if row_groups[s + 1] == c0 + 1 and not self_only[c0]:
+            # one choice (most states of many models): value and per-objective values in one sweep
+            acc = rho[c0]
+            ps = 0.0
+            for j in range(m):
+                values[s, j] = rewards[c0, j]
+            for k in range(indptr[c0], indptr[c0 + 1]):
+                t = targets[k]
+                pk = probs[k]
+                if t == s:
+                    ps += pk
+                else:
+                    acc += pk * value[t]
+                    for j in range(m):
+                        values[s, j] += pk * values[t, j]
+            scale = 1.0 / (1.0 - ps)
+            value[s] = acc / (1.0 - ps)
+            choice[s] = c0
+            for j in range(m):
+                values[s, j] *= scale
+            continue
         best = -np.inf
         bc = -1
         bself = 0.0
