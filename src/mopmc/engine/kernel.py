@@ -22,6 +22,11 @@ Preprocessing (:class:`Engine`), each step keeping the map back to the model:
    :mod:`~mopmc.engine.policy_iteration` (exact sparse LU), or, for blocks of more than
    ``size_limit`` states (``method="auto"``) or always (``method="iterative"``), by the sound
    iterative method of :mod:`~mopmc.engine.iterative`.
+7. States renumbered in processing order (``renumber="always"``, which the torch engine needs), or
+   only when the order is far from sequential (``"auto"``: Storm's numbering usually is already).
+
+Every step that keeps everything (no worthless states, no zero end components, all states good, a
+model Storm built and so reachable) passes the problem on without copying it.
 
 Precision. Acyclic parts and policy iteration are exact up to floating-point rounding
 (``error_bound == 0.0``). With iteratively solved blocks, ``error_bound`` is a certified ``eps``

@@ -10,7 +10,7 @@ from typing import Mapping
 from mopmc.errors import InvalidModelError, ModelFileError
 from mopmc.io import storm
 from mopmc.io.umb import read_umb
-from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.sparse_mdp import SparseMDP, mark_reachable
 from mopmc.model.validate import validate
 
 
@@ -112,6 +112,7 @@ def load(
     t_extract = time.perf_counter()
     try:
         validate(model)
+        mark_reachable(model)  # Storm built the states reachable from the one initial state
     except InvalidModelError:
         # Name the PRISM command: rebuild with choice origins (only on this error path; it is slower).
         built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=True, origins=True)

@@ -10,6 +10,8 @@ its expectation over the choice's successors. DTMCs are MDPs with one choice per
 
 from __future__ import annotations
 
+import weakref
+
 import mmap
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -207,3 +209,19 @@ class SparseMDP:
 
 def _names(mapping: Mapping) -> str:
     return ", ".join(sorted(mapping)) or "(none)"
+
+
+_REACHABLE: "weakref.WeakSet[SparseMDP]" = weakref.WeakSet()
+
+
+def mark_reachable(model: SparseMDP) -> SparseMDP:
+    """Record that every state of ``model`` is reachable from its initial state (true of what
+    Storm's builder makes: it explores from the one initial state), so the engine may skip its
+    reachability search. Only this object is marked: models derived from it are not."""
+    _REACHABLE.add(model)
+    return model
+
+
+def known_reachable(model: SparseMDP) -> bool:
+    """Whether :func:`mark_reachable` vouched for ``model``."""
+    return model in _REACHABLE

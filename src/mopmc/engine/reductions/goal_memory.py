@@ -23,7 +23,7 @@ import numpy as np
 
 from mopmc.engine.problem import Problem, gather_rows
 from mopmc.errors import UnsupportedModelError
-from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.sparse_mdp import SparseMDP, known_reachable
 from mopmc.properties.objectives import Objective
 
 _MAX_PRODUCT_TABLE = 1 << 28
@@ -108,9 +108,13 @@ def apply(
     ok = np.ones(model.n_choices, bool) if choice_mask is None else np.asarray(choice_mask, bool)
     drop_full = k > 0 and all(b >= 0 for b in bit_of)
     full = (1 << k) - 1
-    index, st, mem = nk.product_bfs(
-        model.row_groups, model.indptr, model.targets, ok, n, 1 << k, dbits, model.initial, drop_full, full
-    )
+    if k == 0 and choice_mask is None and known_reachable(model):
+        st = np.arange(n, dtype=np.int64)  # the identity product, known reachable: nothing to search
+        mem = index = None
+    else:
+        index, st, mem = nk.product_bfs(
+            model.row_groups, model.indptr, model.targets, ok, n, 1 << k, dbits, model.initial, drop_full, full
+        )
     rg0 = model.row_groups
     identity = k == 0 and len(st) == n and choice_mask is None
     if identity:
