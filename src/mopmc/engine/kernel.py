@@ -169,7 +169,7 @@ class Engine:
         sm = self.perm.state_map
         self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
         self.contiguous = renumbered or all(_is_range(s) for _, s in self.plan.steps)
-        self.matrix = p.matrix()
+        self.matrix = p.matrix() if any(kind == "cycles" for kind, _ in self.plan.steps) else None  # for the cyclic blocks
         self.self_only = _self_only(p)
         self.blocks = [self._block(p, s) if kind == "cycles" else None for kind, s in self.plan.steps]
         self.n_iterative = sum(isinstance(b, IterativeBlock) for b in self.blocks)
