@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+from hypothesis import HealthCheck
 from scipy.sparse.csgraph import connected_components
 
 from mopmc.model.sparse_mdp import SparseMDP
@@ -95,3 +96,22 @@ def zero_end_components(model: SparseMDP) -> SparseMDP:
     ec = maximal_end_components(model)
     rewards = {k: np.where(ec.choices, 0.0, v) for k, v in model.rewards.items()}
     return SparseMDP.from_arrays(model.row_groups, model.indptr, model.targets, model.probs, model.initial, rewards=rewards)
+
+
+FAST = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+"""Hypothesis settings of the random-MDP property tests."""
+
+
+def objective_rewards(model: SparseMDP, objs) -> np.ndarray:
+    """The objectives' reward vectors as columns (choices x objectives)."""
+    return np.column_stack([model.reward(o.reward_model) for o in objs])
+
+
+def scheduler_values(model: SparseMDP, objs, res) -> np.ndarray:
+    """The values of a kernel result's scheduler, re-evaluated independently (states without a
+    choice take their first); fails the test when an objective is infinite under it."""
+    choice = res.scheduler.choices()
+    choice = np.where(choice >= 0, choice, model.row_groups[:-1])
+    v = evaluate_policy(model, choice, objective_rewards(model, objs))
+    assert v is not None, "the returned scheduler has an infinite objective"
+    return v

@@ -5,27 +5,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mdp_reference import brute_force, evaluate_policy, random_mdp, total_objectives, zero_end_components
+from mdp_reference import (
+    FAST, brute_force, objective_rewards as _rewards, random_mdp,
+    scheduler_values, total_objectives, zero_end_components,
+)
 from mopmc.engine.kernel import Engine
 from mopmc.errors import InfiniteValueError
 
 
-def _rewards(model, objs):
-    return np.column_stack([model.reward(o.reward_model) for o in objs])
-
-
 def _check_scheduler(model, objs, res):
-    choice = res.scheduler.choices()
-    choice = np.where(choice >= 0, choice, model.row_groups[:-1])
-    v = evaluate_policy(model, choice, _rewards(model, objs))
-    assert v is not None, "the returned scheduler has an infinite objective"
-    np.testing.assert_allclose(v, res.values, rtol=1e-9, atol=1e-9)
-
-
-FAST = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+    np.testing.assert_allclose(scheduler_values(model, objs, res), res.values, rtol=1e-9, atol=1e-9)
 
 
 @settings(max_examples=80, **FAST)
