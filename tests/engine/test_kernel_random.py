@@ -138,3 +138,32 @@ def test_reachability_objectives_with_memory_agree_with_lp(seed, n):
     res = eng.optimise(w)
     ref = lp_optimise(model, objs, w * eng.orientation.direction)
     assert res.weighted == pytest.approx(ref.value, rel=1e-6, abs=1e-6)
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120), absorbing=st.sampled_from([0.05, 0.3]))
+def test_end_components_on_the_candidates_sub_problem_equal_the_full_loop(seed, n, absorbing):
+    """maximal_end_components on the candidate states' sub-problem (forced) and by the full loop
+    (forced) give the same components and the same inside choices."""
+    import pytest as _pytest
+    from scipy.sparse.csgraph import connected_components
+
+    from mopmc.engine.problem import Problem
+    from mopmc.engine.reductions import end_components as ec
+
+    rng = np.random.default_rng(seed)
+    model = random_mdp(rng, n, 1, absorbing_frac=absorbing)
+    p = Problem(model.row_groups, model.indptr, model.targets, model.probs,
+                model.reward("r0")[:, None], rng.random(model.n_choices) < 0.1, 0)
+    _, label = connected_components(p.state_graph(), directed=True, connection="strong")
+    allowed = rng.random(p.n_choices) < 0.8
+    cand = ec.cyclic_candidates(p, label)
+    with _pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ec, "SUBPROBLEM_FRACTION", 2.0)
+        sub = ec.maximal_end_components(p, allowed, cand)
+        mp.setattr(ec, "SUBPROBLEM_FRACTION", 0.0)
+        full = ec.maximal_end_components(p, allowed, cand)
+    np.testing.assert_array_equal(sub.inside, full.inside)
+    np.testing.assert_array_equal(sub.component >= 0, full.component >= 0)
+    pairs = {(int(a), int(b)) for a, b in zip(sub.component, full.component) if a >= 0}
+    assert sub.count == full.count == len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs})

@@ -15,7 +15,11 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from mopmc.engine.problem import Problem, gather_rows
+from mopmc.engine.problem import Problem, gather_rows, restrict
+
+
+SUBPROBLEM_FRACTION = 0.25
+"""With fewer candidate states than this fraction, MECs are computed on the candidates' sub-problem."""
 
 
 class EndComponents(NamedTuple):
@@ -34,6 +38,8 @@ def maximal_end_components(p: Problem, allowed: np.ndarray, candidates: np.ndarr
     """
     n = p.n_states
     soc = p.state_of_choice()
+    if candidates is not None and int(candidates.sum()) < SUBPROBLEM_FRACTION * n:
+        return _on_candidates(p, allowed & ~p.exits & candidates[soc], candidates)
     cot = p.choice_of_transition()
     allowed = allowed & ~p.exits
     alive = np.ones(n, bool) if candidates is None else candidates.copy()
@@ -62,6 +68,23 @@ def maximal_end_components(p: Problem, allowed: np.ndarray, candidates: np.ndarr
         _, dense = np.unique(label[alive], return_inverse=True)
         comp[alive] = dense
     return EndComponents(int(comp.max()) + 1 if alive.any() else 0, comp, allowed)
+
+
+def _on_candidates(p: Problem, allowed: np.ndarray, candidates: np.ndarray) -> EndComponents:
+    """The same MECs, computed on the sub-problem of the few candidate states: a transition to a
+    non-candidate becomes an exit there, which excludes its choice exactly as the full loop does."""
+    soc = p.state_of_choice()
+    keep = candidates & (np.bincount(soc[allowed], minlength=p.n_states) > 0)
+    comp = np.full(p.n_states, -1, np.int64)
+    inside = np.zeros(p.n_choices, bool)
+    if not keep.any():
+        return EndComponents(0, comp, inside)
+    r = restrict(p, keep, allowed)
+    sub = maximal_end_components(r.problem, np.ones(r.problem.n_choices, bool))
+    kept = r.state_map >= 0
+    comp[kept] = sub.component[r.state_map[kept]]
+    inside[r.choice_origin] = sub.inside
+    return EndComponents(sub.count, comp, inside)
 
 
 def cyclic_candidates(p: Problem, label: np.ndarray) -> np.ndarray:
