@@ -51,7 +51,7 @@ import numpy as np
 
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
-from mopmc.engine.problem import Problem, permute, restrict
+from mopmc.engine.problem import Problem, is_range, permute, restrict
 from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
 from mopmc.engine.scc import Plan, plan
@@ -138,7 +138,7 @@ class Engine:
         if self.trivial:
             self.timings["total"] = time.perf_counter() - t0
             return
-        self._check_finite(p1)
+        p1_scc = self._check_finite(p1)
         self.quotient = ec.collapse(p1, self.zero_ecs, stay=allow_stay)
         q = self.quotient.problem
         g = graph.Csr(q.row_groups, q.indptr, q.targets)
@@ -155,7 +155,7 @@ class Engine:
         proper = _global(self.good, proper[good])
         # the SCCs of _check_finite still hold when nothing was collapsed or removed since
         same = self.good.problem is p1
-        first = plan(self.good.problem, self._p1_scc if same else None)
+        first = plan(self.good.problem, p1_scc if same else None)
         # renumber states in processing order: the compiled pass then reads memory almost sequentially
         order = np.concatenate([s for _, s in first.steps])
         renumbered = True
@@ -168,7 +168,7 @@ class Engine:
         self.proper = _global(self.perm, proper[order])
         sm = self.perm.state_map
         self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
-        self.contiguous = renumbered or all(_is_range(s) for _, s in self.plan.steps)
+        self.contiguous = renumbered or all(is_range(s) for _, s in self.plan.steps)
         self.matrix = p.matrix() if any(kind == "cycles" for kind, _ in self.plan.steps) else None  # for the cyclic blocks
         self.self_only = _self_only(p)
         self.blocks = [self._block(p, s) if kind == "cycles" else None for kind, s in self.plan.steps]
@@ -184,11 +184,11 @@ class Engine:
     def _names(self) -> str:
         return ", ".join(o.text for o in self.objectives)
 
-    def _check_finite(self, p1: Problem) -> None:
+    def _check_finite(self, p1: Problem) -> np.ndarray:
+        """Refuse infinite objectives, find the zero-reward MECs; returns ``p1``'s SCC labels."""
         from scipy.sparse.csgraph import connected_components
 
         _, label = connected_components(p1.state_graph(), directed=True, connection="strong")
-        self._p1_scc = label
         cand = ec.cyclic_candidates(p1, label)
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
         positive = (p1.rewards[every.inside] > 0).any(axis=0) if every.inside.any() else np.zeros(self.m, bool)
@@ -201,6 +201,7 @@ class Engine:
             raise InfiniteValueError(f"{self.model.source}: {what}")
         zero = ~np.any(p1.rewards != 0.0, axis=1)
         self.zero_ecs = ec.maximal_end_components(p1, zero, every.component >= 0)
+        return label
 
     # ------------------------------------------------------------------ the kernel
     def optimise(
@@ -370,10 +371,6 @@ def _global(r, choices_of_good: np.ndarray) -> np.ndarray:
     new_of_old = np.full(len(r.choice_origin) and int(r.choice_origin.max()) + 1, -1, np.int64)
     new_of_old[r.choice_origin] = np.arange(len(r.choice_origin))
     return new_of_old[choices_of_good]
-
-
-def _is_range(states: np.ndarray) -> bool:
-    return len(states) == 0 or (int(states[-1]) - int(states[0]) + 1 == len(states) and bool(np.all(np.diff(states) == 1)))
 
 
 def _self_only(p: Problem) -> np.ndarray:

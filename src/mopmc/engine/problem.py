@@ -122,6 +122,11 @@ def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | Non
     return Restriction(q, state_map, origin)
 
 
+def is_range(states: np.ndarray) -> bool:
+    """Whether ``states`` is ``a, a+1, ..., b`` (empty included)."""
+    return bool(np.all(np.diff(states) == 1))
+
+
 def _identity(p: Problem) -> Restriction:
     return Restriction(p, np.arange(p.n_states, dtype=np.int64), np.arange(p.n_choices, dtype=np.int64))
 
@@ -129,10 +134,10 @@ def _identity(p: Problem) -> Restriction:
 def permute(p: Problem, order: np.ndarray) -> Restriction:
     """Renumber states so that ``order[i]`` becomes state ``i`` (choices follow their states);
     the identity order returns ``p`` itself."""
+    if len(order) == p.n_states and is_range(order) and (len(order) == 0 or order[0] == 0):
+        return _identity(p)
     from mopmc.engine import numba_kernels as nk
 
-    if len(order) == p.n_states and bool((np.diff(order) == 1).all()) and (len(order) == 0 or order[0] == 0):
-        return _identity(p)
     state_map = np.empty(p.n_states, np.int64)
     state_map[order] = np.arange(len(order), dtype=np.int64)
     lens = p.row_groups[order + 1] - p.row_groups[order]

@@ -10,9 +10,8 @@ its expectation over the choice's successors. DTMCs are MDPs with one choice per
 
 from __future__ import annotations
 
-import weakref
-
 import mmap
+import weakref
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping

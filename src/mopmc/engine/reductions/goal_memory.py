@@ -108,15 +108,14 @@ def apply(
     ok = np.ones(model.n_choices, bool) if choice_mask is None else np.asarray(choice_mask, bool)
     drop_full = k > 0 and all(b >= 0 for b in bit_of)
     full = (1 << k) - 1
-    if k == 0 and choice_mask is None and known_reachable(model):
-        st = np.arange(n, dtype=np.int64)  # the identity product, known reachable: nothing to search
-        mem = index = None
-    else:
+    # the identity product of a model known reachable (Storm built it): nothing to search
+    known = k == 0 and choice_mask is None and known_reachable(model)
+    if not known:
         index, st, mem = nk.product_bfs(
             model.row_groups, model.indptr, model.targets, ok, n, 1 << k, dbits, model.initial, drop_full, full
         )
     rg0 = model.row_groups
-    identity = k == 0 and len(st) == n and choice_mask is None
+    identity = known or (k == 0 and len(st) == n and choice_mask is None)
     if identity:
         st = np.arange(n, dtype=np.int64)
         mem = np.zeros(n, np.int64)

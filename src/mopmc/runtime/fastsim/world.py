@@ -11,7 +11,7 @@ from mopmc.runtime.highway_adapter import RealtimeHighwayEnv
 
 class FastRealtimeHighwayEnv(RealtimeHighwayEnv):
     """:class:`RealtimeHighwayEnv` whose road uses :func:`~mopmc.runtime.fastsim.road.accelerate`
-    and whose Kinematics observation skips pandas (:func:`~mopmc.runtime.fastsim.observe.observer`)."""
+    and whose Kinematics observation skips pandas (:func:`~mopmc.runtime.fastsim.observe.observe`)."""
 
     def reset_world(self, seed: int) -> Any:
         observation = super().reset_world(seed)
