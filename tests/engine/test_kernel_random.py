@@ -146,16 +146,16 @@ def test_end_components_on_the_candidates_sub_problem_equal_the_full_loop(seed, 
     """maximal_end_components on the candidate states' sub-problem (forced) and by the full loop
     (forced) give the same components and the same inside choices."""
     import pytest as _pytest
-    from scipy.sparse.csgraph import connected_components
 
     from mopmc.engine.problem import Problem
     from mopmc.engine.reductions import end_components as ec
+    from mopmc.engine.scc import state_sccs
 
     rng = np.random.default_rng(seed)
     model = random_mdp(rng, n, 1, absorbing_frac=absorbing)
     p = Problem(model.row_groups, model.indptr, model.targets, model.probs,
                 model.reward("r0")[:, None], rng.random(model.n_choices) < 0.1, 0)
-    _, label = connected_components(p.state_graph(), directed=True, connection="strong")
+    label = state_sccs(p).label
     allowed = rng.random(p.n_choices) < 0.8
     cand = ec.cyclic_candidates(p, label)
     with _pytest.MonkeyPatch.context() as mp:

@@ -54,7 +54,7 @@ from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, is_range, permute, restrict
 from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
-from mopmc.engine.scc import Plan, plan
+from mopmc.engine.scc import Plan, Sccs, plan, state_sccs
 from mopmc.engine.scheduler import Scheduler
 from mopmc.errors import InfiniteValueError
 from mopmc.model.sparse_mdp import SparseMDP
@@ -85,6 +85,19 @@ class KernelResult:
             self._cache["s"] = self.engine.scheduler(self.policy)
         return self._cache["s"]
 
+
+
+class _Stamps:
+    """Seconds per preprocessing stage, into ``timings`` (stage name -> seconds since the last stamp)."""
+
+    def __init__(self, t0: float):
+        self.last = t0
+        self.timings: dict[str, float] = {}
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = now - self.last
+        self.last = now
 
 class Engine:
     """Preprocessed weighted optimisation for ``objectives`` on ``model``; see the module docstring.
@@ -128,17 +141,21 @@ class Engine:
         self.model = model
         self.objectives = tuple(objectives)
         self.m = len(self.objectives)
+        stamp = _Stamps(t0)
         p0, self.pmap, self.orientation = goal_memory.apply(model, self.objectives, choice_mask)
         self.product = p0
+        stamp("product")
         self.worthless = graph.drop_worthless(p0)
         p1 = self.worthless.problem
-        self.timings = {"product": time.perf_counter() - t0}
+        stamp("worthless")
+        self.timings = stamp.timings
         self.trivial = p1.initial < 0
         self.contiguous = True  # every plan step a contiguous range of states (see ``renumber``)
         if self.trivial:
             self.timings["total"] = time.perf_counter() - t0
             return
         p1_scc = self._check_finite(p1)
+        stamp("finite")
         self.quotient = ec.collapse(p1, self.zero_ecs, stay=allow_stay)
         q = self.quotient.problem
         g = graph.Csr(q.row_groups, q.indptr, q.targets)
@@ -153,9 +170,11 @@ class Engine:
         valid = good[q.state_of_choice()] & _all_in(q, good)
         self.good = restrict(q, good, valid)
         proper = _global(self.good, proper[good])
+        stamp("proper")
         # the SCCs of _check_finite still hold when nothing was collapsed or removed since
         same = self.good.problem is p1
         first = plan(self.good.problem, p1_scc if same else None)
+        stamp("plan")
         # renumber states in processing order: the compiled pass then reads memory almost sequentially
         order = np.concatenate([s for _, s in first.steps])
         renumbered = True
@@ -169,6 +188,7 @@ class Engine:
         sm = self.perm.state_map
         self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
         self.contiguous = renumbered or all(is_range(s) for _, s in self.plan.steps)
+        stamp("renumber")
         self.matrix = p.matrix() if any(kind == "cycles" for kind, _ in self.plan.steps) else None  # for the cyclic blocks
         self.self_only = _self_only(p)
         self.blocks = [self._block(p, s) if kind == "cycles" else None for kind, s in self.plan.steps]
@@ -184,12 +204,10 @@ class Engine:
     def _names(self) -> str:
         return ", ".join(o.text for o in self.objectives)
 
-    def _check_finite(self, p1: Problem) -> np.ndarray:
-        """Refuse infinite objectives, find the zero-reward MECs; returns ``p1``'s SCC labels."""
-        from scipy.sparse.csgraph import connected_components
-
-        _, label = connected_components(p1.state_graph(), directed=True, connection="strong")
-        cand = ec.cyclic_candidates(p1, label)
+    def _check_finite(self, p1: Problem) -> Sccs:
+        """Refuse infinite objectives, find the zero-reward MECs; returns ``p1``'s SCCs."""
+        sccs = state_sccs(p1)
+        cand = ec.cyclic_candidates(p1, sccs.label)
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
         positive = (p1.rewards[every.inside] > 0).any(axis=0) if every.inside.any() else np.zeros(self.m, bool)
         if positive.any():
@@ -201,7 +219,7 @@ class Engine:
             raise InfiniteValueError(f"{self.model.source}: {what}")
         zero = ~np.any(p1.rewards != 0.0, axis=1)
         self.zero_ecs = ec.maximal_end_components(p1, zero, every.component >= 0)
-        return label
+        return sccs
 
     # ------------------------------------------------------------------ the kernel
     def optimise(

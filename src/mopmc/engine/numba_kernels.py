@@ -58,6 +58,119 @@ def reverse_index(n_states, targets, choice_of_transition):
 
 
 @_lazy
+def reverse_index_csr(n_states, indptr, targets):
+    """``reverse_index`` with the choice of each transition read off ``indptr`` (no owner array)."""
+    counts = np.zeros(n_states + 1, np.int64)
+    for k in range(targets.shape[0]):
+        counts[targets[k] + 1] += 1
+    for s in range(n_states):
+        counts[s + 1] += counts[s]
+    fill = counts[:-1].copy()
+    rev_choice = np.empty(targets.shape[0], np.int64)
+    for c in range(indptr.shape[0] - 1):
+        for k in range(indptr[c], indptr[c + 1]):
+            t = targets[k]
+            rev_choice[fill[t]] = c
+            fill[t] += 1
+    return counts, rev_choice
+
+
+@_lazy
+def self_loop_states(row_groups, indptr, targets):
+    """Per state: some transition of one of its choices leads back to it."""
+    n = row_groups.shape[0] - 1
+    out = np.zeros(n, np.bool_)
+    for s in range(n):
+        for k in range(indptr[row_groups[s]], indptr[row_groups[s + 1]]):
+            if targets[k] == s:
+                out[s] = True
+                break
+    return out
+
+
+@_lazy
+def scc_labels(row_groups, indptr, targets):
+    """Strongly connected components of the state graph (Tarjan, iterative), read off the CSR.
+
+    Returns ``(n_labels, label, height)``; labels come out in reverse topological order (every edge
+    between two SCCs goes from a larger label to a smaller one); ``height[l]`` is SCC ``l``'s height
+    in the condensation DAG (0 = no successor SCC), the longest path to a sink SCC."""
+    n = row_groups.shape[0] - 1
+    index = np.full(n, -1, np.int64)
+    low = np.empty(n, np.int64)
+    on_stack = np.zeros(n, np.bool_)
+    stack = np.empty(n, np.int64)
+    label = np.full(n, -1, np.int64)
+    height = np.zeros(n, np.int64)
+    call_node = np.empty(n, np.int64)
+    call_edge = np.empty(n, np.int64)
+    sp = 0
+    counter = 0
+    n_labels = 0
+    for root in range(n):
+        if index[root] >= 0:
+            continue
+        index[root] = counter
+        low[root] = counter
+        counter += 1
+        stack[sp] = root
+        sp += 1
+        on_stack[root] = True
+        call_node[0] = root
+        call_edge[0] = indptr[row_groups[root]]
+        depth = 1
+        while depth > 0:
+            v = call_node[depth - 1]
+            e = call_edge[depth - 1]
+            end = indptr[row_groups[v + 1]]
+            descended = False
+            while e < end:
+                w = targets[e]
+                e += 1
+                if index[w] < 0:
+                    call_edge[depth - 1] = e
+                    index[w] = counter
+                    low[w] = counter
+                    counter += 1
+                    stack[sp] = w
+                    sp += 1
+                    on_stack[w] = True
+                    call_node[depth] = w
+                    call_edge[depth] = indptr[row_groups[w]]
+                    depth += 1
+                    descended = True
+                    break
+                if on_stack[w] and index[w] < low[v]:
+                    low[v] = index[w]
+            if descended:
+                continue
+            if low[v] == index[v]:
+                top = sp
+                while True:
+                    sp -= 1
+                    x = stack[sp]
+                    on_stack[x] = False
+                    label[x] = n_labels
+                    if x == v:
+                        break
+                h = 0  # every successor SCC is complete: its height is known
+                for i in range(sp, top):
+                    x = stack[i]
+                    for k in range(indptr[row_groups[x]], indptr[row_groups[x + 1]]):
+                        b = label[targets[k]]
+                        if b != n_labels and height[b] + 1 > h:
+                            h = height[b] + 1
+                height[n_labels] = h
+                n_labels += 1
+            depth -= 1
+            if depth > 0:
+                u = call_node[depth - 1]
+                if low[v] < low[u]:
+                    low[u] = low[v]
+    return n_labels, label, height[:n_labels].copy()
+
+
+@_lazy
 def backward_reach(seed, rev_ptr, rev_choice, state_of_choice, allowed_choice, allowed_state):
     """States (within ``allowed_state``) that reach ``seed`` in the graph of the allowed choices.
 
@@ -145,53 +258,6 @@ def product_bfs(row_groups, indptr, targets, choice_ok, n_states, n_memory, deci
                     mem[count] = b2
                     count += 1
     return index, st[:count].copy(), mem[:count].copy()
-
-
-@_lazy
-def scc_levels(n_labels, label, row_groups, indptr, targets):
-    """Height of each SCC in the condensation DAG (0 = no successor SCC), by Kahn's algorithm;
-    the edges are read off the CSR (state -> choices -> transitions) without materialising them."""
-    n = row_groups.shape[0] - 1
-    outdeg = np.zeros(n_labels, np.int64)
-    rptr = np.zeros(n_labels + 1, np.int64)
-    for s in range(n):
-        a = label[s]
-        for k in range(indptr[row_groups[s]], indptr[row_groups[s + 1]]):
-            b = label[targets[k]]
-            if a != b:
-                outdeg[a] += 1
-                rptr[b + 1] += 1
-    for i in range(n_labels):
-        rptr[i + 1] += rptr[i]
-    fill = rptr[:-1].copy()
-    rsrc = np.empty(rptr[n_labels], np.int64)
-    for s in range(n):
-        a = label[s]
-        for k in range(indptr[row_groups[s]], indptr[row_groups[s + 1]]):
-            b = label[targets[k]]
-            if a != b:
-                rsrc[fill[b]] = a
-                fill[b] += 1
-    level = np.zeros(n_labels, np.int64)
-    queue = np.empty(n_labels, np.int64)
-    head = 0
-    tail = 0
-    for i in range(n_labels):
-        if outdeg[i] == 0:
-            queue[tail] = i
-            tail += 1
-    while head < tail:
-        u = queue[head]
-        head += 1
-        for k in range(rptr[u], rptr[u + 1]):
-            p = rsrc[k]
-            if level[u] + 1 > level[p]:
-                level[p] = level[u] + 1
-            outdeg[p] -= 1
-            if outdeg[p] == 0:
-                queue[tail] = p
-                tail += 1
-    return level
 
 
 @_lazy

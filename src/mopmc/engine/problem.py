@@ -33,11 +33,11 @@ class Problem(NamedTuple):
 
     def state_of_choice(self) -> np.ndarray:
         """The state of each choice (read-only; cached while ``row_groups`` lives)."""
-        return _owners(self.row_groups)
+        return owners(self.row_groups)
 
     def choice_of_transition(self) -> np.ndarray:
         """The choice of each transition (read-only; cached while ``indptr`` lives)."""
-        return _owners(self.indptr)
+        return owners(self.indptr)
 
     def matrix(self):
         """Choices x states transition matrix (scipy CSR)."""
@@ -45,21 +45,11 @@ class Problem(NamedTuple):
 
         return csr_matrix((self.probs, self.targets, self.indptr), shape=(self.n_choices, self.n_states))
 
-    def state_graph(self):
-        """States x states adjacency (scipy CSR; duplicate entries kept, fine for graph searches).
-
-        A state's choices and their transitions are contiguous, so the CSR is the transition arrays
-        themselves with row pointers ``indptr[row_groups]``: no sort, no copy of the targets."""
-        from scipy.sparse import csr_matrix
-
-        n = self.n_states
-        return csr_matrix((np.ones(len(self.targets), np.int8), self.targets, self.indptr[self.row_groups]), shape=(n, n))
-
 
 _OWNERS: dict[int, tuple[weakref.ref, np.ndarray]] = {}
 
 
-def _owners(ptr: np.ndarray) -> np.ndarray:
+def owners(ptr: np.ndarray) -> np.ndarray:
     """``repeat(arange(len(ptr) - 1), diff(ptr))``, computed once per pointer array (the reductions
     ask for the same map many times; problems share their arrays)."""
     key = id(ptr)

@@ -12,8 +12,6 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from scipy.sparse.csgraph import connected_components
-
 from mopmc.engine.problem import Problem
 
 
@@ -26,15 +24,26 @@ class Plan(NamedTuple):
     n_cyclic: int
 
 
-def plan(p: Problem, label: np.ndarray | None = None) -> Plan:
-    """The plan of ``p``; ``label``: its SCC labels when already computed (any numbering)."""
+class Sccs(NamedTuple):
+    """SCC ``label`` of each state and each SCC's ``height`` in the condensation DAG."""
+
+    label: np.ndarray
+    height: np.ndarray
+
+
+def state_sccs(p: Problem) -> Sccs:
+    """The SCCs of ``p``'s state graph (compiled Tarjan over the CSR; successors' SCCs get smaller
+    labels) and their heights."""
     from mopmc.engine import numba_kernels as nk
 
+    _, label, height = nk.scc_labels(p.row_groups, p.indptr, p.targets)
+    return Sccs(label, height)
+
+
+def plan(p: Problem, sccs: Sccs | None = None) -> Plan:
+    """The plan of ``p``; ``sccs``: its SCCs when already computed."""
     n = p.n_states
-    if label is None:
-        _, label = connected_components(p.state_graph(), directed=True, connection="strong")
-    label = np.asarray(label).astype(np.int64)
-    levels = nk.scc_levels(int(label.max()) + 1 if n else 0, label, p.row_groups, p.indptr, p.targets)
+    label, levels = sccs if sccs is not None else state_sccs(p)
     level = levels[label]
     cyclic = np.bincount(label)[label] > 1
     trivial = np.flatnonzero(~cyclic)

@@ -89,12 +89,10 @@ def _on_candidates(p: Problem, allowed: np.ndarray, candidates: np.ndarray) -> E
 
 def cyclic_candidates(p: Problem, label: np.ndarray) -> np.ndarray:
     """States in a non-trivial SCC or with a self-loop: the only ones that can be in an end component."""
+    from mopmc.engine import numba_kernels as nk
+
     sizes = np.bincount(label)
-    cand = sizes[label] > 1
-    soc = p.state_of_choice()
-    loops = soc[p.choice_of_transition()] == p.targets
-    cand[p.targets[loops]] = True
-    return cand
+    return (sizes[label] > 1) | nk.self_loop_states(p.row_groups, p.indptr, p.targets)
 
 
 class Quotient(NamedTuple):

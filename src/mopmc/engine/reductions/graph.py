@@ -10,7 +10,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mopmc.engine.problem import Problem, Restriction, restrict
+from mopmc.engine.problem import Problem, Restriction, owners, restrict
 
 
 class Csr(NamedTuple):
@@ -37,10 +37,8 @@ def reverse(g: Csr) -> Reverse:
     """Transitions grouped by target: the predecessor choices of each state."""
     from mopmc.engine import numba_kernels as nk
 
-    soc = np.repeat(np.arange(g.n_states, dtype=np.int64), np.diff(g.row_groups))
-    cot = np.repeat(np.arange(g.n_choices, dtype=np.int64), np.diff(g.indptr))
-    ptr, ch = nk.reverse_index(g.n_states, g.targets, cot)
-    return Reverse(ptr, ch, soc)
+    ptr, ch = nk.reverse_index_csr(g.n_states, g.indptr, g.targets)
+    return Reverse(ptr, ch, owners(g.row_groups))
 
 
 def any_per_state(flag: np.ndarray, g: Csr, rev: Reverse) -> np.ndarray:

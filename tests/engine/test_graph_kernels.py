@@ -1,0 +1,99 @@
+"""The compiled graph kernels against scipy and their plain definitions on random CSR graphs."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import connected_components
+
+from mdp_reference import FAST
+from mopmc.engine import numba_kernels as nk
+
+
+def _random_csr(rng, n):
+    """A state -> choices -> transitions CSR with 0-3 choices per state, 0-3 transitions each."""
+    choices = rng.integers(0, 4, n)
+    row_groups = np.concatenate(([0], np.cumsum(choices))).astype(np.int64)
+    lens = rng.integers(0, 4, row_groups[-1])
+    indptr = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    targets = rng.integers(0, n, indptr[-1]).astype(np.int64)
+    return row_groups, indptr, targets
+
+
+def _canonical(label):
+    """Relabel by first occurrence, so that two partitions compare equal as arrays."""
+    _, first, inverse = np.unique(label, return_index=True, return_inverse=True)
+    rank = np.argsort(np.argsort(first))
+    return rank[inverse]
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_scc_labels_are_scipys_components_in_reverse_topological_order(seed, n):
+    rng = np.random.default_rng(seed)
+    rg, ip, tg = _random_csr(rng, n)
+    count, label, height = nk.scc_labels(rg, ip, tg)
+    graph = csr_matrix((np.ones(len(tg)), tg, ip[rg]), shape=(n, n))
+    graph.sum_duplicates()  # scipy 1.17's strong components never return on duplicate entries
+    ref_count, ref = connected_components(graph, directed=True, connection="strong")
+    assert count == ref_count
+    np.testing.assert_array_equal(_canonical(label), _canonical(ref))
+    src = np.repeat(np.arange(n), np.diff(ip[rg]))
+    between = label[src] != label[tg]
+    assert np.all(label[src][between] > label[tg][between])
+    ref_height = np.zeros(count, np.int64)  # longest path to a sink, by relaxation to a fixpoint
+    for _ in range(count):
+        np.maximum.at(ref_height, label[src][between], ref_height[label[tg][between]] + 1)
+    np.testing.assert_array_equal(height, ref_height)
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60))
+def test_reverse_index_from_indptr_equals_the_owner_form(seed, n):
+    rng = np.random.default_rng(seed)
+    _, ip, tg = _random_csr(rng, n)
+    cot = np.repeat(np.arange(len(ip) - 1, dtype=np.int64), np.diff(ip))
+    ptr, ch = nk.reverse_index_csr(n, ip, tg)
+    ref_ptr, ref_ch = nk.reverse_index(n, tg, cot)
+    np.testing.assert_array_equal(ptr, ref_ptr)
+    np.testing.assert_array_equal(ch, ref_ch)
+
+
+def test_plan_of_a_state_graph_with_duplicate_edges():
+    """Two choices of state 0 both reach 0 and 1: duplicate edges, on which scipy's strong
+    components (the engine's former SCC routine) loops forever; the compiled Tarjan does not."""
+    from mopmc.engine.problem import Problem
+    from mopmc.engine.scc import plan
+
+    rg, ip, tg = np.array([0, 2, 3]), np.array([0, 2, 4, 4]), np.array([0, 1, 0, 1])
+    p = Problem(rg, ip, tg, np.full(4, 0.5), np.zeros((3, 1)), np.array([False, False, True]), 0)
+    pl = plan(p)
+    assert pl.n_cyclic == 0 and pl.label[0] != pl.label[1]
+    assert [kind for kind, _ in pl.steps] == ["pass"]
+
+
+def test_scc_labels_survive_a_long_chain():
+    n = 200_000  # recursion depth n for a recursive Tarjan: the iterative one must not care
+    rg = np.arange(n + 1, dtype=np.int64)
+    ip = np.concatenate(([0], np.cumsum(np.r_[np.ones(n - 1, np.int64), 1]))).astype(np.int64)
+    tg = np.r_[np.arange(1, n), 0].astype(np.int64)  # one big cycle
+    count, label, height = nk.scc_labels(rg, ip, tg)
+    assert count == 1 and np.all(label == 0)
+    tg2 = np.r_[np.arange(1, n), n - 1].astype(np.int64)  # a chain ending in a self-loop
+    count, label, height = nk.scc_labels(rg, ip, tg2)
+    assert count == n and np.all(np.diff(label) == -1)
+    np.testing.assert_array_equal(height, np.arange(n))
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60))
+def test_self_loop_states_equal_the_owner_form(seed, n):
+    rng = np.random.default_rng(seed)
+    rg, ip, tg = _random_csr(rng, n)
+    soc = np.repeat(np.arange(n), np.diff(rg))
+    cot = np.repeat(np.arange(len(ip) - 1), np.diff(ip))
+    ref = np.zeros(n, bool)
+    ref[tg[soc[cot] == tg]] = True
+    np.testing.assert_array_equal(nk.self_loop_states(rg, ip, tg), ref)
