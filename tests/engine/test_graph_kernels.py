@@ -34,7 +34,7 @@ def _canonical(label):
 def test_scc_labels_are_scipys_components_in_reverse_topological_order(seed, n):
     rng = np.random.default_rng(seed)
     rg, ip, tg = _random_csr(rng, n)
-    count, label, height = nk.scc_labels(rg, ip, tg)
+    count, label, height, reach = nk.scc_labels(rg, ip, tg, np.ones(n, bool))
     graph = csr_matrix((np.ones(len(tg)), tg, ip[rg]), shape=(n, n))
     graph.sum_duplicates()  # scipy 1.17's strong components never return on duplicate entries
     ref_count, ref = connected_components(graph, directed=True, connection="strong")
@@ -79,10 +79,10 @@ def test_scc_labels_survive_a_long_chain():
     rg = np.arange(n + 1, dtype=np.int64)
     ip = np.concatenate(([0], np.cumsum(np.r_[np.ones(n - 1, np.int64), 1]))).astype(np.int64)
     tg = np.r_[np.arange(1, n), 0].astype(np.int64)  # one big cycle
-    count, label, height = nk.scc_labels(rg, ip, tg)
+    count, label, height, _ = nk.scc_labels(rg, ip, tg, np.ones(n, bool))
     assert count == 1 and np.all(label == 0)
     tg2 = np.r_[np.arange(1, n), n - 1].astype(np.int64)  # a chain ending in a self-loop
-    count, label, height = nk.scc_labels(rg, ip, tg2)
+    count, label, height, _ = nk.scc_labels(rg, ip, tg2, np.ones(n, bool))
     assert count == n and np.all(np.diff(label) == -1)
     np.testing.assert_array_equal(height, np.arange(n))
 
@@ -97,3 +97,33 @@ def test_self_loop_states_equal_the_owner_form(seed, n):
     ref = np.zeros(n, bool)
     ref[tg[soc[cot] == tg]] = True
     np.testing.assert_array_equal(nk.self_loop_states(rg, ip, tg), ref)
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_reach_and_restricted_sccs_equal_the_sub_problem_computed_afresh(seed, n):
+    """``reach`` is backward reachability of the seed states; the restricted SCCs (labels, heights)
+    are those of the sub-problem of the reaching states, computed from scratch."""
+    from mopmc.engine.problem import Problem, restrict
+    from mopmc.engine.scc import restrict_sccs, state_sccs
+
+    rng = np.random.default_rng(seed)
+    rg, ip, tg = _random_csr(rng, n)
+    nc = int(rg[-1])
+    p = Problem(rg, ip, tg, np.full(len(tg), 1.0), np.zeros((nc, 1)), np.zeros(nc, bool), 0)
+    goal = rng.random(n) < 0.2
+    sccs = state_sccs(p, goal)
+    keep = sccs.reach[sccs.label]
+    reach_ref = goal.copy()  # backward reachability by fixpoint
+    src = np.repeat(np.arange(n), np.diff(ip[rg]))
+    for _ in range(n):
+        reach_ref[src[reach_ref[tg]]] = True
+    np.testing.assert_array_equal(keep, reach_ref)
+    if not keep.any():
+        return
+    sub = restrict(p, keep).problem
+    assert restrict(p, keep).problem.n_states == int(keep.sum())
+    mine = restrict_sccs(sccs, sccs.reach)
+    fresh = state_sccs(sub)
+    np.testing.assert_array_equal(_canonical(mine.label), _canonical(fresh.label))
+    np.testing.assert_array_equal(mine.height[mine.label], fresh.height[fresh.label])

@@ -54,7 +54,7 @@ from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, is_range, permute, restrict
 from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
-from mopmc.engine.scc import Plan, Sccs, plan, state_sccs
+from mopmc.engine.scc import Plan, Sccs, plan
 from mopmc.engine.scheduler import Scheduler
 from mopmc.errors import InfiniteValueError
 from mopmc.model.sparse_mdp import SparseMDP
@@ -145,7 +145,7 @@ class Engine:
         p0, self.pmap, self.orientation = goal_memory.apply(model, self.objectives, choice_mask)
         self.product = p0
         stamp("product")
-        self.worthless = graph.drop_worthless(p0)
+        self.worthless, p1_sccs = graph.drop_worthless(p0)
         p1 = self.worthless.problem
         stamp("worthless")
         self.timings = stamp.timings
@@ -154,7 +154,7 @@ class Engine:
         if self.trivial:
             self.timings["total"] = time.perf_counter() - t0
             return
-        p1_scc = self._check_finite(p1)
+        p1_scc = self._check_finite(p1, p1_sccs)
         stamp("finite")
         self.quotient = ec.collapse(p1, self.zero_ecs, stay=allow_stay)
         q = self.quotient.problem
@@ -204,9 +204,8 @@ class Engine:
     def _names(self) -> str:
         return ", ".join(o.text for o in self.objectives)
 
-    def _check_finite(self, p1: Problem) -> Sccs:
-        """Refuse infinite objectives, find the zero-reward MECs; returns ``p1``'s SCCs."""
-        sccs = state_sccs(p1)
+    def _check_finite(self, p1: Problem, sccs: Sccs) -> Sccs:
+        """Refuse infinite objectives, find the zero-reward MECs (``sccs``: ``p1``'s SCCs, returned)."""
         cand = ec.cyclic_candidates(p1, sccs.label)
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
         positive = (p1.rewards[every.inside] > 0).any(axis=0) if every.inside.any() else np.zeros(self.m, bool)

@@ -89,12 +89,13 @@ def self_loop_states(row_groups, indptr, targets):
 
 
 @_lazy
-def scc_labels(row_groups, indptr, targets):
+def scc_labels(row_groups, indptr, targets, seed):
     """Strongly connected components of the state graph (Tarjan, iterative), read off the CSR.
 
-    Returns ``(n_labels, label, height)``; labels come out in reverse topological order (every edge
-    between two SCCs goes from a larger label to a smaller one); ``height[l]`` is SCC ``l``'s height
-    in the condensation DAG (0 = no successor SCC), the longest path to a sink SCC."""
+    Returns ``(n_labels, label, height, reach)``; labels come out in reverse topological order
+    (every edge between two SCCs goes from a larger label to a smaller one); ``reach[l]``: SCC ``l``
+    holds or reaches a ``seed`` state; ``height[l]`` is SCC ``l``'s height in the condensation DAG
+    restricted to the SCCs that reach (0 = no such successor SCC): the longest path to a sink."""
     n = row_groups.shape[0] - 1
     index = np.full(n, -1, np.int64)
     low = np.empty(n, np.int64)
@@ -102,6 +103,7 @@ def scc_labels(row_groups, indptr, targets):
     stack = np.empty(n, np.int64)
     label = np.full(n, -1, np.int64)
     height = np.zeros(n, np.int64)
+    reach = np.zeros(n, np.bool_)
     call_node = np.empty(n, np.int64)
     call_edge = np.empty(n, np.int64)
     sp = 0
@@ -153,21 +155,27 @@ def scc_labels(row_groups, indptr, targets):
                     label[x] = n_labels
                     if x == v:
                         break
-                h = 0  # every successor SCC is complete: its height is known
+                h = 0  # every successor SCC is complete: its height and reach are known
+                r = False
                 for i in range(sp, top):
                     x = stack[i]
+                    if seed[x]:
+                        r = True
                     for k in range(indptr[row_groups[x]], indptr[row_groups[x + 1]]):
                         b = label[targets[k]]
-                        if b != n_labels and height[b] + 1 > h:
-                            h = height[b] + 1
+                        if b != n_labels and reach[b]:
+                            r = True
+                            if height[b] + 1 > h:
+                                h = height[b] + 1
                 height[n_labels] = h
+                reach[n_labels] = r
                 n_labels += 1
             depth -= 1
             if depth > 0:
                 u = call_node[depth - 1]
                 if low[v] < low[u]:
                     low[u] = low[v]
-    return n_labels, label, height[:n_labels].copy()
+    return n_labels, label, height[:n_labels].copy(), reach[:n_labels].copy()
 
 
 @_lazy

@@ -29,21 +29,34 @@ class Sccs(NamedTuple):
 
     label: np.ndarray
     height: np.ndarray
+    reach: np.ndarray
 
 
-def state_sccs(p: Problem) -> Sccs:
+def state_sccs(p: Problem, seed: np.ndarray | None = None) -> Sccs:
     """The SCCs of ``p``'s state graph (compiled Tarjan over the CSR; successors' SCCs get smaller
-    labels) and their heights."""
+    labels) and their heights; with ``seed`` (bool per state) also ``reach`` per SCC (it holds or
+    reaches a seed state) and heights counted over the reaching SCCs only."""
     from mopmc.engine import numba_kernels as nk
 
-    _, label, height = nk.scc_labels(p.row_groups, p.indptr, p.targets)
-    return Sccs(label, height)
+    seed = np.ones(p.n_states, bool) if seed is None else np.asarray(seed, bool)
+    _, label, height, reach = nk.scc_labels(p.row_groups, p.indptr, p.targets, seed)
+    return Sccs(label, height, reach)
+
+
+def restrict_sccs(sccs: Sccs, keep_labels: np.ndarray) -> Sccs:
+    """The SCCs of the sub-problem of the states whose SCC is in ``keep_labels`` (a bool per label,
+    closed under successors: what can reach a seed), renumbered densely in the same order."""
+    if keep_labels.all():
+        return sccs
+    new = np.cumsum(keep_labels) - 1
+    kept_states = keep_labels[sccs.label]
+    return Sccs(new[sccs.label[kept_states]], sccs.height[keep_labels], sccs.reach[keep_labels])
 
 
 def plan(p: Problem, sccs: Sccs | None = None) -> Plan:
     """The plan of ``p``; ``sccs``: its SCCs when already computed."""
     n = p.n_states
-    label, levels = sccs if sccs is not None else state_sccs(p)
+    label, levels, _ = sccs if sccs is not None else state_sccs(p)
     level = levels[label]
     cyclic = np.bincount(label)[label] > 1
     trivial = np.flatnonzero(~cyclic)

@@ -154,13 +154,16 @@ def apply(
         np.cumsum(kept, out=ip[1:])
         tg, pr = tgt[live], model.probs[idx][live]
         init = 0 if k else int(index[model.initial])
-    owner = np.repeat(np.arange(len(st), dtype=np.int64), np.diff(rg))
+    owner = None
     ori = orientation(objectives)
-    R = np.zeros((len(pc), len(objectives)), np.float64)
+    R = np.empty((len(pc), len(objectives)), np.float64)
     for i, o in enumerate(objectives):
         if o.kind == "total_reward":
-            col = model.reward(o.reward_model)[pc]
+            col = model.reward(o.reward_model)
+            col = col if identity else col[pc]
         else:
+            if owner is None:
+                owner = np.repeat(np.arange(len(st), dtype=np.int64), np.diff(rg))
             unset = ((mem[owner] >> bit_of[i]) & 1) == 0
             s = st[owner]
             if o.kind == "probability":
@@ -169,6 +172,6 @@ def apply(
                     col = -col
             else:
                 col = np.where(unset & ~o.target_mask(model)[s], model.reward(o.reward_model)[pc], 0.0)
-        R[:, i] = ori.direction[i] * col
+        np.multiply(col, ori.direction[i], out=R[:, i])
     problem = Problem(rg, ip, tg, pr, R, exits, int(init))
     return problem, ProductMap(st, mem, pc, decided, bit_of, identity), ori

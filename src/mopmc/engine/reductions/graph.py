@@ -109,11 +109,16 @@ def almost_sure_all(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> n
     return ~bad
 
 
-def drop_worthless(p: Problem) -> Restriction:
-    """Remove the states from which no scheduler can collect any reward (all values 0 there)."""
-    g = Csr(p.row_groups, p.indptr, p.targets)
-    rev = reverse(g)
+def drop_worthless(p: Problem):
+    """Remove the states from which no scheduler can collect any reward (all values 0 there).
+
+    Returns ``(restriction, sccs)``: the SCCs of the kept problem come for free, since reaching a
+    paying state is decided SCC by SCC in the condensation (:func:`mopmc.engine.scc.state_sccs`)
+    and no removed state shares an SCC with a kept one."""
+    from mopmc.engine.scc import restrict_sccs, state_sccs
+
     paying = np.any(p.rewards != 0.0, axis=1)
-    seed = any_per_state(paying, g, rev)
-    keep = can_reach(g, seed, rev)
-    return restrict(p, keep)
+    seed = np.bincount(p.state_of_choice()[paying], minlength=p.n_states) > 0
+    sccs = state_sccs(p, seed)
+    keep = sccs.reach[sccs.label]
+    return restrict(p, keep), restrict_sccs(sccs, sccs.reach)
