@@ -60,8 +60,7 @@ class IterativeBlock:
         self.internal = ~e.leaves
         n_b, n_c = len(states), len(e.choices)
         self.local = Problem(self.rg, self.ip, self.tg, self.pr, np.zeros((n_c, 0)), e.leaves, -1)
-        cot = np.repeat(np.arange(n_c, dtype=np.int64), np.diff(self.ip))
-        self.rev_ptr, self.rev_choice = nk.reverse_index(n_b, self.tg, cot)
+        self.rev_ptr, self.rev_choice = nk.reverse_index_csr(n_b, self.ip, self.tg)
         # choices of the block's end components: the only ones that can be taken forever
         self.in_ec = maximal_end_components(self.local, self.internal).inside
         self.fallbacks = 0

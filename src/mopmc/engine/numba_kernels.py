@@ -41,25 +41,9 @@ def _lazy(fn):
 
 
 @_lazy
-def reverse_index(n_states, targets, choice_of_transition):
-    """Transitions grouped by target (counting sort): ``rev_ptr`` over states, ``rev_choice``."""
-    counts = np.zeros(n_states + 1, np.int64)
-    for k in range(targets.shape[0]):
-        counts[targets[k] + 1] += 1
-    for s in range(n_states):
-        counts[s + 1] += counts[s]
-    fill = counts[:-1].copy()
-    rev_choice = np.empty(targets.shape[0], np.int64)
-    for k in range(targets.shape[0]):
-        t = targets[k]
-        rev_choice[fill[t]] = choice_of_transition[k]
-        fill[t] += 1
-    return counts, rev_choice
-
-
-@_lazy
 def reverse_index_csr(n_states, indptr, targets):
-    """``reverse_index`` with the choice of each transition read off ``indptr`` (no owner array)."""
+    """Transitions grouped by target (counting sort): ``rev_ptr`` over states and ``rev_choice``,
+    the choice of each transition read off ``indptr``."""
     counts = np.zeros(n_states + 1, np.int64)
     for k in range(targets.shape[0]):
         counts[targets[k] + 1] += 1
@@ -112,39 +96,36 @@ def scc_labels(row_groups, indptr, targets, seed):
     for root in range(n):
         if index[root] >= 0:
             continue
-        index[root] = counter
-        low[root] = counter
-        counter += 1
-        stack[sp] = root
-        sp += 1
-        on_stack[root] = True
-        call_node[0] = root
-        call_edge[0] = indptr[row_groups[root]]
-        depth = 1
-        while depth > 0:
+        w = root
+        depth = 0
+        descend = True
+        while True:
+            if descend:  # visit w: number it, push it on both stacks
+                index[w] = counter
+                low[w] = counter
+                counter += 1
+                stack[sp] = w
+                sp += 1
+                on_stack[w] = True
+                call_node[depth] = w
+                call_edge[depth] = indptr[row_groups[w]]
+                depth += 1
+                descend = False
+            if depth == 0:
+                break
             v = call_node[depth - 1]
             e = call_edge[depth - 1]
             end = indptr[row_groups[v + 1]]
-            descended = False
             while e < end:
                 w = targets[e]
                 e += 1
                 if index[w] < 0:
                     call_edge[depth - 1] = e
-                    index[w] = counter
-                    low[w] = counter
-                    counter += 1
-                    stack[sp] = w
-                    sp += 1
-                    on_stack[w] = True
-                    call_node[depth] = w
-                    call_edge[depth] = indptr[row_groups[w]]
-                    depth += 1
-                    descended = True
+                    descend = True
                     break
                 if on_stack[w] and index[w] < low[v]:
                     low[v] = index[w]
-            if descended:
+            if descend:
                 continue
             if low[v] == index[v]:
                 top = sp
