@@ -121,7 +121,7 @@ def test_reach_and_restricted_sccs_equal_the_sub_problem_computed_afresh(seed, n
     if not keep.any():
         return
     sub = restrict(p, keep).problem
-    assert restrict(p, keep).problem.n_states == int(keep.sum())
+    assert sub.n_states == int(keep.sum())
     mine = restrict_sccs(sccs, sccs.reach)
     fresh = state_sccs(sub)
     np.testing.assert_array_equal(_canonical(mine.label), _canonical(fresh.label))

@@ -86,7 +86,6 @@ class KernelResult:
         return self._cache["s"]
 
 
-
 class _Stamps:
     """Seconds per preprocessing stage, into ``timings`` (stage name -> seconds since the last stamp)."""
 
@@ -98,6 +97,7 @@ class _Stamps:
         now = time.perf_counter()
         self.timings[name] = now - self.last
         self.last = now
+
 
 class Engine:
     """Preprocessed weighted optimisation for ``objectives`` on ``model``; see the module docstring.
@@ -154,7 +154,7 @@ class Engine:
         if self.trivial:
             self.timings["total"] = time.perf_counter() - t0
             return
-        p1_scc = self._check_finite(p1, p1_sccs)
+        self._check_finite(p1, p1_sccs)
         stamp("finite")
         self.quotient = ec.collapse(p1, self.zero_ecs, stay=allow_stay)
         q = self.quotient.problem
@@ -171,9 +171,9 @@ class Engine:
         self.good = restrict(q, good, valid)
         proper = _global(self.good, proper[good])
         stamp("proper")
-        # the SCCs of _check_finite still hold when nothing was collapsed or removed since
+        # the SCCs drop_worthless found still hold when nothing was collapsed or removed since
         same = self.good.problem is p1
-        first = plan(self.good.problem, p1_scc if same else None)
+        first = plan(self.good.problem, p1_sccs if same else None)
         stamp("plan")
         # renumber states in processing order: the compiled pass then reads memory almost sequentially
         order = np.concatenate([s for _, s in first.steps])
@@ -204,8 +204,8 @@ class Engine:
     def _names(self) -> str:
         return ", ".join(o.text for o in self.objectives)
 
-    def _check_finite(self, p1: Problem, sccs: Sccs) -> Sccs:
-        """Refuse infinite objectives, find the zero-reward MECs (``sccs``: ``p1``'s SCCs, returned)."""
+    def _check_finite(self, p1: Problem, sccs: Sccs) -> None:
+        """Refuse infinite objectives, find the zero-reward MECs (``sccs``: ``p1``'s SCCs)."""
         cand = ec.cyclic_candidates(p1, sccs.label)
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
         positive = (p1.rewards[every.inside] > 0).any(axis=0) if every.inside.any() else np.zeros(self.m, bool)
@@ -218,7 +218,6 @@ class Engine:
             raise InfiniteValueError(f"{self.model.source}: {what}")
         zero = ~np.any(p1.rewards != 0.0, axis=1)
         self.zero_ecs = ec.maximal_end_components(p1, zero, every.component >= 0)
-        return sccs
 
     # ------------------------------------------------------------------ the kernel
     def optimise(

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
+
 from mopmc.engine.problem import Problem
 
 
@@ -25,7 +26,8 @@ class Plan(NamedTuple):
 
 
 class Sccs(NamedTuple):
-    """SCC ``label`` of each state and each SCC's ``height`` in the condensation DAG."""
+    """SCC ``label`` of each state; per SCC its ``height`` in the condensation DAG and whether it
+    ``reach``es a seed state (see :func:`state_sccs`)."""
 
     label: np.ndarray
     height: np.ndarray
@@ -55,7 +57,6 @@ def restrict_sccs(sccs: Sccs, keep_labels: np.ndarray) -> Sccs:
 
 def plan(p: Problem, sccs: Sccs | None = None) -> Plan:
     """The plan of ``p``; ``sccs``: its SCCs when already computed."""
-    n = p.n_states
     label, levels, _ = sccs if sccs is not None else state_sccs(p)
     level = levels[label]
     cyclic = np.bincount(label)[label] > 1

@@ -11,6 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mopmc.engine.problem import Problem, Restriction, owners, restrict
+from mopmc.engine.scc import Sccs, restrict_sccs, state_sccs
 
 
 class Csr(NamedTuple):
@@ -109,14 +110,12 @@ def almost_sure_all(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> n
     return ~bad
 
 
-def drop_worthless(p: Problem):
+def drop_worthless(p: Problem) -> tuple[Restriction, Sccs]:
     """Remove the states from which no scheduler can collect any reward (all values 0 there).
 
     Returns ``(restriction, sccs)``: the SCCs of the kept problem come for free, since reaching a
     paying state is decided SCC by SCC in the condensation (:func:`mopmc.engine.scc.state_sccs`)
     and no removed state shares an SCC with a kept one."""
-    from mopmc.engine.scc import restrict_sccs, state_sccs
-
     paying = np.any(p.rewards != 0.0, axis=1)
     seed = np.bincount(p.state_of_choice()[paying], minlength=p.n_states) > 0
     sccs = state_sccs(p, seed)
