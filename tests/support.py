@@ -22,7 +22,9 @@ def switch_objectives(bounds):
                  for i, (r, b) in enumerate(zip(SWITCH_REWARDS, bounds)))
 
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks"
+#: the reference models: ``../shared/benchmarks`` beside the checkout, or ``$MOPMC_SHARED`` (where
+#: they do not sit beside it, as on a lent GPU machine: see benchmarks/gpu_bundle.py)
+SHARED = Path(os.environ.get("MOPMC_SHARED") or Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks")
 
 
 def shared_model(relative: str) -> Path:

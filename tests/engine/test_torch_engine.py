@@ -103,7 +103,69 @@ def test_random_mdps_equal_cpu_engine(device, model, data):
     m = len(model.rewards)
     senses = data.draw(st.lists(st.sampled_from(["min", "max"]), min_size=m, max_size=m))
     w = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.0, -0.5]), min_size=m, max_size=m)))
-    _compare(model, total_objectives(m, senses), w, device)
+    _compare(model, total_objectives(m, senses), w, device, padded=data.draw(st.booleans()))
+
+
+def _layered(rng, layers: int = 12, width: int = 40, m: int = 2):
+    """A DAG of ``layers`` layers (each state's successors lie in the next layer; the last layer is
+    absorbing), with what the padded layout must handle: states of 1-3 choices (``K > 1``), a few
+    choices with 20 successors beside many with 1-2 (overflow of the hybrid format), partial
+    self-loops (``den < 1``), choices that only loop (never picked), and in one layer a state with
+    150 choices (its level stays in CSR form)."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    n = layers * width
+    rg, ip, tg, pr = [0], [0], [], []
+    rewards = [[] for _ in range(m)]
+    for s in range(n):
+        layer = s // width
+        if layer == layers - 1:
+            k = 1
+        elif layer == 5 and s % width == 0:
+            k = 150
+        else:
+            k = int(rng.integers(1, 4))
+        for j in range(k):
+            if layer == layers - 1 or (j == 1 and s % 7 == 0):
+                succ, p = [s], [1.0]  # absorbing / a choice that only loops
+                r = [0.0] * m
+            else:
+                nxt = (layer + 1) * width
+                d = 20 if s % 11 == 0 and j == 0 else int(rng.integers(1, 3))
+                succ = [int(x) for x in nxt + rng.choice(width, size=d, replace=False)]
+                p = rng.dirichlet(np.ones(d))
+                if s % 5 == 0:  # a partial self-loop
+                    succ, p = succ + [s], np.concatenate((0.7 * p, [0.3]))
+                p = list(p)
+                r = [float(np.round(rng.uniform(0, 1), 3)) for _ in range(m)]
+            tg += succ
+            pr += p
+            ip.append(len(tg))
+            for i in range(m):
+                rewards[i].append(r[i])
+        rg.append(len(ip) - 1)
+    return SparseMDP.from_arrays(rg, ip, tg, np.array(pr), 0, rewards={f"r{i}": np.array(r) for i, r in enumerate(rewards)})
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_padded_levels_hybrid_layout_and_csr_fallback(device):
+    rng = np.random.default_rng(5)
+    model = _layered(rng)
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+    gpu = TorchEngine(model, objs, device, engine=eng)
+    csr = TorchEngine(model, objs, device, engine=eng, padded=False)
+    steps = [st_ for kind, run in gpu.steps if kind == "run" for st_ in run.steps]
+    pads = [P for kind, P in steps if kind == "pad"]
+    assert any(P.K > 1 for P in pads) and any(P.o1 > P.o0 for P in pads) and any(P.T > 1 for P in pads)
+    assert any(kind == "level" for kind, _ in steps), "the 150-choice level should stay in CSR form"
+    assert all(k == "level" for kind, run in csr.steps if kind == "run" for k, _ in run.steps)
+    for w in ([1.0, 0.0], [0.0, 1.0], [1.0, 0.5], [0.3, -1.0]):
+        ref = eng.optimise(w)
+        for e in (gpu, csr):
+            res = e.optimise(w)
+            assert close(res.weighted, ref.weighted), (res.weighted, ref.weighted)
+            _same_or_own_values(model, objs, ref, res)
 
 
 @pytest.mark.parametrize("device", DEVICES)

@@ -83,16 +83,19 @@ class MemoryPlan(NamedTuple):
         return self.needed <= 0.9 * self.free
 
 
-def plan_memory(problem, m: int, max_level: tuple[int, int], max_block: tuple[int, int, int], dense_limit: int, device) -> MemoryPlan:
+def plan_memory(problem, m: int, max_level: tuple[int, int], max_block: tuple[int, int, int], dense_limit: int, device,
+                padded: int = 0, csr: bool = True) -> MemoryPlan:
     """Estimate device bytes: the CSR (int64 targets and local indices, float64 probabilities), the
-    rewards, ``[V | X]``, per-level SpMM scratch and the largest cyclic block's workspace.
+    rewards, ``[V | X]``, per-level SpMM scratch, the largest cyclic block's workspace and the
+    padded levels' layout (``padded`` bytes; their scratch is at most twice the CSR level's).
 
     ``max_level = (choices, transitions)`` of the largest level, ``max_block = (states, choices,
     transitions)`` of the largest cyclic block.
     """
     n, nc, nnz = problem.n_states, problem.n_choices, len(problem.targets)
     k = m + 1
-    csr = nnz * (8 + 8 + 8 + 8)  # targets, local choice index, probabilities, probabilities without self-loops
+    # targets, local choice index, probabilities, probabilities without self-loops (only when used)
+    csr = nnz * (8 + 8 + 8 + 8) if csr else 0
     choices = nc * (8 * m + 8 * 4 + 1)  # rewards, rho, 1 - p_self, local owner, global index, self-only flag
     states = n * (8 * k + 8 * 2)
     lc, lk = max_level
@@ -101,7 +104,7 @@ def plan_memory(problem, m: int, max_level: tuple[int, int], max_block: tuple[in
     block = bk * 8 * 6 + bc * k * 8 * 3 + bn * k * 8 * 4
     if 0 < bn <= dense_limit:
         block += bn * bn * 8 * 2
-    needed = csr + choices + states + level + block
+    needed = csr + choices + states + 2 * level + block + padded
     return MemoryPlan(int(needed), _free_bytes(device), str(device))
 
 
@@ -137,6 +140,10 @@ class TorchEngine:
         dense_limit: cyclic blocks with at most this many states are solved by dense LU (exact).
         check_every: iterative sweeps between convergence checks (each check is one host sync).
         engine: an already prepared CPU engine for the same model and objectives (skips preprocessing).
+        padded: acyclic levels in padded dense form (:mod:`mopmc.engine.torch_levels`) where that at
+            most doubles their size; ``False``: all in CSR form.
+        graphs: capture runs of levels as CUDA graphs (default: on CUDA); ``graph_errors`` lists
+            captures that failed (those runs stay eager, with the same results).
     """
 
     def __init__(
@@ -151,6 +158,8 @@ class TorchEngine:
         dense_limit: int = DEFAULT_DENSE_LIMIT,
         check_every: int = 32,
         engine: Engine | None = None,
+        padded: bool = True,
+        graphs: bool | None = None,
     ):
         t0 = time.perf_counter()
         if not (0.0 < precision < 1.0):
@@ -167,6 +176,11 @@ class TorchEngine:
         self.precision = float(precision)
         self.dense_limit = int(dense_limit)
         self.check_every = max(1, int(check_every))
+        self.padded_levels = bool(padded)
+        self.graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
+        if self.graphs and self.device.type != "cuda":
+            raise DeviceError(f"graphs=True needs a CUDA device, not {self.device}")
+        self._pool = self._stream = None
         self.timings = {"preprocess": time.perf_counter() - t0}
         self.memory = None
         if self.cpu.trivial:
@@ -177,50 +191,88 @@ class TorchEngine:
     # ------------------------------------------------------------------ device data
     def _upload(self) -> None:
         from mopmc.engine.torch_cyclic import DeviceBlock
+        from mopmc.engine.torch_levels import DevicePadded, LevelRun, pad_levels
 
         torch, dev = self.torch, self.device
         p = self.cpu.problem
         steps = self._steps(p)
+        soc = p.state_of_choice()
+        cot = p.choice_of_transition()
+        self_loop = p.targets == soc[cot]
+        pself = np.bincount(cot[self_loop], weights=p.probs[self_loop], minlength=p.n_choices)
+        layout = pad_levels(p, steps, self.cpu.self_only, 1.0 - pself) if self.padded_levels else None
         max_level = max(((L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "level"), default=(0, 0))
         max_block = max(((L.b - L.a, L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "block"), default=(0, 0, 0))
-        self.memory = plan_memory(p, self.m, max_level, max_block, self.dense_limit, dev)
+        pads = layout.levels if layout is not None else {}
+        # the CSR form is needed for cyclic blocks and levels left unpadded only
+        csr = any(kind == "block" or i not in pads for i, (kind, _) in enumerate(steps))
+        self.memory = plan_memory(p, self.m, max_level, max_block, self.dense_limit, dev, layout.nbytes if layout else 0, csr)
         if not self.memory.fits:
             raise DeviceError(
                 f"{self.model.source}: the torch engine needs about {self.memory.needed / 2**30:.2f} GiB on {dev}, "
                 f"but only {self.memory.free / 2**30:.2f} GiB are free ({p.n_states} states, {p.n_choices} choices, "
                 f"{len(p.targets)} transitions, {self.m} objectives); use a larger device or --device cpu"
             )
-        soc = p.state_of_choice()
-        cot = p.choice_of_transition()
-        # local indices: a choice's state within its level/block, a transition's choice within it
-        first_state = np.zeros(p.n_states, np.int64)
-        first_choice = np.zeros(p.n_choices, np.int64)
-        for _, L in steps:
-            first_state[L.a:L.b] = L.a
-            first_choice[L.c0:L.c1] = L.c0
-        own = soc - first_state[soc]
-        loc = cot - first_choice[cot]
-        self_loop = p.targets == soc[cot]
-        pself = np.bincount(cot[self_loop], weights=p.probs[self_loop], minlength=p.n_choices)
 
         def put(a, dtype=None):
             return torch.tensor(np.ascontiguousarray(a), device=dev, dtype=dtype)
 
-        self.targets = put(p.targets, torch.int64)
-        self.loc = put(loc, torch.int64)
-        self.probs = put(p.probs, torch.float64)
-        self.probs_noself = put(np.where(self_loop, 0.0, p.probs), torch.float64)
-        self.den = put(1.0 - pself, torch.float64)
-        self.own = put(own, torch.int64)
-        self.arange = torch.arange(p.n_choices, device=dev, dtype=torch.int64)
+        if csr:
+            # local indices: a choice's state within its level/block, a transition's choice within it
+            first_state = np.zeros(p.n_states, np.int64)
+            first_choice = np.zeros(p.n_choices, np.int64)
+            for _, L in steps:
+                first_state[L.a:L.b] = L.a
+                first_choice[L.c0:L.c1] = L.c0
+            self.targets = put(p.targets, torch.int64)
+            self.loc = put(cot - first_choice[cot], torch.int64)
+            self.probs = put(p.probs, torch.float64)
+            self.probs_noself = put(np.where(self_loop, 0.0, p.probs), torch.float64)
+            self.den = put(1.0 - pself, torch.float64)
+            self.own = put(soc - first_state[soc], torch.int64)
+            self.arange = torch.arange(p.n_choices, device=dev, dtype=torch.int64)
+            self.self_only = put(self.cpu.self_only, torch.bool)
         self.rewards = put(p.rewards, torch.float64)
-        self.self_only = put(self.cpu.self_only, torch.bool)
         level_self_only = np.zeros(p.n_choices, bool)
         for kind, L in steps:
             if kind == "level":
                 level_self_only[L.c0:L.c1] = self.cpu.self_only[L.c0:L.c1]
         self.pass_self_only = put(level_self_only, torch.bool)
-        self.steps = [(kind, L if kind == "level" else DeviceBlock(self, L, p)) for kind, L in steps]
+        # static buffers (CUDA graphs replay on fixed addresses); VX has a zero row n for padding
+        k = self.m + 1
+        self.w_dev = torch.zeros(self.m, device=dev, dtype=torch.float64)
+        self.rho = torch.zeros(p.n_choices, device=dev, dtype=torch.float64)
+        self.VX = torch.zeros((p.n_states + 1, k), device=dev, dtype=torch.float64)
+        self.choice = torch.full((p.n_states,), -1, device=dev, dtype=torch.int64)
+        self.arg = torch.zeros(p.n_states, device=dev, dtype=torch.int64)
+        self.padded = DevicePadded(torch, layout, dev) if pads else None
+        # runs of consecutive levels (one CUDA graph each), and the cyclic blocks between them
+        self.steps: list = []
+        for i, (kind, L) in enumerate(steps):
+            if kind == "block":
+                self.steps.append(("block", DeviceBlock(self, L, p)))
+                continue
+            step = ("pad", pads[i]) if i in pads else ("level", L)
+            if not self.steps or self.steps[-1][0] != "run":
+                self.steps.append(("run", LevelRun(self, [], self.graphs)))
+            self.steps[-1][1].steps.append(step)
+        self.levels = sum(len(r.steps) for kind, r in self.steps if kind == "run")
+
+    def graph_pool(self):
+        """One memory pool shared by all captured runs (replayed in capture order, never concurrently)."""
+        if self._pool is None:
+            self._pool = self.torch.cuda.graph_pool_handle()
+        return self._pool
+
+    def capture_stream(self):
+        if self._stream is None:
+            self._stream = self.torch.cuda.Stream(self.device)
+        return self._stream
+
+    @property
+    def graph_errors(self) -> list[str]:
+        """Why captures failed (their runs stay eager); empty when all ran as graphs or graphs are off."""
+        return [r.error for kind, r in self.steps if kind == "run" and r.error]
 
     def _steps(self, p) -> list[tuple[str, _Level]]:
         """The plan as contiguous ranges: every level of a pass step, and every cycles step."""
@@ -254,30 +306,37 @@ class TorchEngine:
         w = np.asarray(w, np.float64).reshape(self.m)
         if self.cpu.trivial:
             return self._result(w, np.zeros(self.m), np.zeros(0, np.int64), 0.0, t0)
-        torch, dev = self.torch, self.device
+        torch = self.torch
         p = self.cpu.problem
-        rho = self.rewards @ torch.as_tensor(w, device=dev)
-        VX = torch.zeros((p.n_states, self.m + 1), device=dev, dtype=torch.float64)
-        choice = torch.full((p.n_states,), -1, device=dev, dtype=torch.int64)
+        self.w_dev.copy_(torch.from_numpy(np.ascontiguousarray(w)))
+        torch.mv(self.rewards, self.w_dev, out=self.rho)
+        rho, VX, choice = self.rho, self.VX, self.choice
+        VX.zero_()
+        choice.fill_(-1)
+        self.arg.zero_()
+        if self.padded is not None:
+            self.padded.set_direction(self.w_dev)
         infinite = (self.pass_self_only & (rho > 0)).any()
         use_warm = warm is not None and warm.engine is self.cpu and len(warm.policy) == p.n_states
         start = warm.policy if use_warm else self.cpu.proper
         check = bool((w < 0).any())
         gap = error = 0.0
         for kind, step in self.steps:
-            if kind == "level":
-                self._level(step, rho, VX, choice)
+            if kind == "run":
+                step.run()
             else:
                 g, e = step.solve(rho, VX, choice, start, check)
                 gap, error = gap + g, error + e
+        if self.padded is not None:
+            self.padded.choices(self.arg, choice)
         if bool(infinite):
             raise InfiniteValueError("the weighted optimum is infinite: this direction rewards staying forever in an end component")
-        u = VX[p.initial, 1:].cpu().numpy()
+        u = VX[p.initial, 1:].to("cpu", copy=True).numpy()  # copies: VX and choice are reused
         # errors add up along the processing order (expectations with mass <= 1); as the CPU engine:
         # values within ``bound`` of the returned scheduler's, which no proper one beats by > bound * |w|_1
         norm = float(np.abs(w).sum())
         bound = max(error, gap / norm if norm > 0 else 0.0)
-        return self._result(w, u, choice.cpu().numpy(), bound, t0)
+        return self._result(w, u, choice.to("cpu", copy=True).numpy(), bound, t0)
 
     # Gathers use ``index_select``: advanced indexing ``t[idx]`` with a slice of a long index tensor
     # took milliseconds per call on CPU PyTorch 2.13 (index_select: microseconds).

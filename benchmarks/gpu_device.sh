@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The GPU check on a lent GPU machine, from the repository root, with the bundle carried:
+#
+#   here:   python benchmarks/gpu_bundle.py            # once: writes .gpu/ (git ignores it)
+#   there:  run(command="bash benchmarks/gpu_device.sh", carry=[".gpu"], timeout_s=540)
+#
+# Unpacks the missing packages (stormpy, cvxpy, ...) into /tmp/site, points the reference models at
+# the bundle's copy, checks the imports, then runs benchmarks/gpu_check.py; the CSV and the log go to
+# $OUT (they come back), else to benchmarks/results. Extra arguments go to gpu_check.py.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+if [ ! -f .gpu/site.tar.xz ]; then
+  echo "gpu_device.sh: .gpu/site.tar.xz is missing: run python benchmarks/gpu_bundle.py here and carry .gpu" >&2
+  exit 2
+fi
+mkdir -p /tmp/site
+tar xJf .gpu/site.tar.xz -C /tmp/site || exit 2
+export PYTHONPATH="/tmp/site:$PWD/src${PYTHONPATH:+:$PYTHONPATH}"
+export MOPMC_SHARED="$PWD/.gpu/shared/benchmarks" PYTHONUNBUFFERED=1
+out="${OUT:-benchmarks/results}"
+mkdir -p "$out"
+nvidia-smi -L 2>&1 | head -2
+python3 - <<'EOF' || exit 2
+import sys, numpy, numba, scipy, torch, stormpy, cvxpy, clarabel, highspy
+print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy.__version__}, numba {numba.__version__}, "
+      f"torch {torch.__version__} (cuda {torch.cuda.is_available()}), stormpy {stormpy.__version__}, cvxpy {cvxpy.__version__}")
+EOF
+python3 benchmarks/gpu_check.py --out "$out/gpu_check_cuda.csv" "$@" 2>&1 | tee "$out/gpu_check.log"

@@ -1,0 +1,238 @@
+"""Acyclic levels of the torch engine in padded form, and runs of levels replayed as CUDA graphs.
+
+A level (states ``[a, b)`` of one topological level) is laid out as ``n_l x K`` choice slots
+(``K``: the most choices a state of the level has) of ``T`` transition slots each: transitions to
+*other* states (self-loops go into ``den = 1 - p_self``), ``T`` chosen per level to minimise the
+padded size plus the overflow (hybrid ELL/COO: a choice's transitions beyond its first ``T`` are
+added by one ``index_add_``). Pad slots point at a zero row (state ``n``) with probability 0. Then
+one level is a handful of dense kernels, whatever its shape::
+
+    S = sum_T prob[P, T] * VX[target][P, T, k]       # P = n_l * K slots, k = 1 + m columns
+    X = (RR + S) / den                               # RR = [rho | rewards]: every column at once
+    K == 1:  VX[a:b] = X                             # no choice to make
+    K > 1:   j = argmax(X[:, 0] + neg)  (first maximum, as the CPU engine); VX[a:b] = X[j]
+
+Invalid slots (padding, and choices that only loop on their own state) have ``RR = 0``, ``den =
+1`` and ``neg = -inf``, so they are never picked unless nothing else is, and then give 0, as the
+CPU engine's "no choice" states. A level whose choice slots would more than double stays in CSR
+form (:meth:`TorchEngine._level`).
+
+:class:`LevelRun` runs consecutive levels; on CUDA it captures them once as a CUDA graph and
+replays it for every later direction: a deep model's thousands of levels cost one launch instead
+of a few Python dispatches per kernel.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+WASTE = 2.0  # a level is padded only when its slots at most double (plus a small allowance)
+
+
+class PadLevel(NamedTuple):
+    """States ``[a, b)``, ``K`` choice and ``T`` transition slots, offsets ``s0`` (slots) and ``t0``
+    (transition slots); overflow transitions ``[o0, o1)`` (a choice's beyond its first ``T``)."""
+
+    a: int
+    b: int
+    K: int
+    T: int
+    s0: int
+    t0: int
+    o0: int
+    o1: int
+
+
+class PaddedLayout(NamedTuple):
+    """Host arrays of all padded levels (concatenated in level order)."""
+
+    levels: dict  # index in the step list -> PadLevel
+    target: np.ndarray  # (transition slots,) int64, n for padding
+    prob: np.ndarray  # (transition slots,) float64
+    den: np.ndarray  # (slots,) 1 - p_self, 1 for invalid slots
+    neg: np.ndarray  # (slots,) 0 or -inf
+    rewards: np.ndarray  # (slots, m), 0 for invalid slots
+    choice: np.ndarray  # (slots,) the global choice, -1 for invalid slots
+    slot_base: np.ndarray  # (n,) first slot of each state of a padded level, -1 elsewhere
+    over_slot: np.ndarray  # (overflow,) the slot (within its level) of each overflow transition
+    over_target: np.ndarray
+    over_prob: np.ndarray
+
+    @property
+    def nbytes(self) -> int:
+        arrays = (self.target, self.prob, self.den, self.neg, self.rewards, self.choice, self.slot_base,
+                  self.over_slot, self.over_target, self.over_prob)
+        return sum(a.nbytes for a in arrays) + self.den.nbytes  # + the weighted column of [rho | rewards]
+
+
+def _width(ns: np.ndarray, slots_per_t: int) -> int:
+    """The transition slots per choice slot minimising ``slots * T + 3 * overflow`` (hybrid ELL/COO:
+    an overflow entry costs about three padded ones: a gather, a product and an atomic add)."""
+    hist = np.bincount(ns)
+    best, best_cost = 1, None
+    for t in range(1, max(len(hist), 2)):
+        over = int((np.maximum(ns - t, 0)).sum()) if t < len(hist) - 1 else 0
+        cost = slots_per_t * t + 3 * over
+        if best_cost is None or cost < best_cost:
+            best, best_cost = t, cost
+    return best
+
+
+def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = WASTE) -> PaddedLayout:
+    """The padded layout of every ``("level", L)`` in ``steps`` whose choice slots at most double
+    (``waste``; states with many choices beside states with one would blow the ``n_l x K`` grid up)."""
+    rg, ip, tg = p.row_groups, p.indptr, p.targets
+    n, m = p.n_states, p.rewards.shape[1]
+    soc = p.state_of_choice()
+    cot = p.choice_of_transition()
+    other = tg != soc[cot]
+    ns = np.bincount(cot[other], minlength=p.n_choices)  # transitions to other states, per choice
+    ks = np.diff(rg)
+    chosen: dict = {}
+    s0 = t0 = o0 = 0
+    for i, (kind, L) in enumerate(steps):
+        if kind != "level":
+            continue
+        n_l, nc_l = L.b - L.a, L.c1 - L.c0
+        K = max(int(ks[L.a:L.b].max()), 1)
+        if n_l * K > waste * nc_l + 64:
+            continue
+        c_ns = ns[L.c0:L.c1]
+        T = _width(c_ns, n_l * K) if nc_l else 1
+        over = int(np.maximum(c_ns - T, 0).sum())
+        chosen[i] = PadLevel(L.a, L.b, K, T, s0, t0, o0, o0 + over)
+        s0 += n_l * K
+        t0 += n_l * K * T
+        o0 += over
+    target = np.full(t0, n, np.int64)
+    prob = np.zeros(t0)
+    dens = np.ones(s0)
+    neg = np.full(s0, -np.inf)
+    rewards = np.zeros((s0, m))
+    choice = np.full(s0, -1, np.int64)
+    slot_base = np.full(n, -1, np.int64)
+    over_slot = np.zeros(o0, np.int64)
+    over_target = np.zeros(o0, np.int64)
+    over_prob = np.zeros(o0)
+    for i, P in chosen.items():
+        L = steps[i][1]
+        a, K, T = P.a, P.K, P.T
+        slot_base[a:P.b] = P.s0 + (np.arange(P.b - a) * K)
+        c = np.arange(L.c0, L.c1)
+        slot = (soc[c] - a) * K + (c - rg[soc[c]])  # within the level
+        ok = ~self_only[c]
+        vs, vc = P.s0 + slot[ok], c[ok]
+        choice[vs], dens[vs], neg[vs], rewards[vs] = vc, den[vc], 0.0, p.rewards[vc]
+        k = np.arange(L.k0, L.k1)[other[L.k0:L.k1]]
+        kc = cot[k] - L.c0
+        c_ns = ns[L.c0:L.c1]
+        pos = np.arange(len(k)) - (np.cumsum(c_ns) - c_ns)[kc]  # rank among the choice's transitions to others
+        inside = pos < T
+        at = P.t0 + slot[kc[inside]] * T + pos[inside]
+        target[at], prob[at] = tg[k[inside]], p.probs[k[inside]]
+        out = ~inside
+        over_slot[P.o0:P.o1], over_target[P.o0:P.o1], over_prob[P.o0:P.o1] = slot[kc[out]], tg[k[out]], p.probs[k[out]]
+    return PaddedLayout(chosen, target, prob, dens, neg, rewards, choice, slot_base, over_slot, over_target, over_prob)
+
+
+class DevicePadded:
+    """The padded layout on the device, with ``RR = [rho | rewards]`` refreshed per direction."""
+
+    def __init__(self, torch, layout: PaddedLayout, device):
+        def put(a, dtype):
+            return torch.tensor(np.ascontiguousarray(a), device=device, dtype=dtype)
+
+        self.torch = torch
+        self.levels = layout.levels
+        self.target = put(layout.target, torch.int64)
+        self.prob = put(layout.prob, torch.float64)
+        self.den = put(layout.den, torch.float64)[:, None]
+        self.neg = put(layout.neg, torch.float64)
+        self.choice = put(layout.choice, torch.int64)
+        self.slot_base = put(layout.slot_base, torch.int64)
+        self.over_slot = put(layout.over_slot, torch.int64)
+        self.over_target = put(layout.over_target, torch.int64)
+        self.over_prob = put(layout.over_prob, torch.float64)[:, None]
+        self.has = bool((layout.slot_base >= 0).any())
+        m = layout.rewards.shape[1]
+        RR = np.zeros((len(layout.den), m + 1))
+        RR[:, 1:] = layout.rewards
+        self.RR = put(RR, torch.float64)
+
+    def set_direction(self, w) -> None:
+        """``RR[:, 0] = rewards @ w`` (invalid slots stay 0)."""
+        self.RR[:, 0] = self.RR[:, 1:] @ w
+
+    def level(self, P: PadLevel, VX, arg) -> None:
+        """One padded level: ``VX[a:b]`` and, when ``K > 1``, the picked slot per state in ``arg[a:b]``."""
+        torch = self.torch
+        a, b, K, T, s0, t0, o0, o1 = P
+        n_l, slots, k = b - a, (b - a) * K, VX.shape[1]
+        G = VX.index_select(0, self.target[t0:t0 + slots * T]).view(slots, T, k)
+        G.mul_(self.prob[t0:t0 + slots * T].view(slots, T, 1))
+        S = G.sum(1) if T > 1 else G.view(slots, k)
+        if o1 > o0:  # the hybrid format's overflow, in COO form
+            S.index_add_(0, self.over_slot[o0:o1], VX.index_select(0, self.over_target[o0:o1]).mul_(self.over_prob[o0:o1]))
+        S.add_(self.RR[s0:s0 + slots])
+        if K == 1:
+            torch.div(S, self.den[s0:s0 + slots], out=VX[a:b])
+            return
+        S.div_(self.den[s0:s0 + slots])
+        j = (S[:, 0] + self.neg[s0:s0 + slots]).view(n_l, K).argmax(1)
+        arg[a:b] = j
+        torch.gather(S.view(n_l, K, k), 1, j.view(n_l, 1, 1).expand(n_l, 1, k), out=VX[a:b].view(n_l, 1, k))
+
+    def choices(self, arg, choice) -> None:
+        """The chosen global choice of every state of a padded level into ``choice`` (in place)."""
+        if not self.has:
+            return
+        torch = self.torch
+        base = self.slot_base
+        picked = self.choice.index_select(0, (base + arg).clamp_(min=0))
+        choice.copy_(torch.where(base >= 0, picked, choice))
+
+
+class LevelRun:
+    """Consecutive level steps; on CUDA (``graphs``) captured as one CUDA graph after a first eager run."""
+
+    def __init__(self, engine, steps: list, graphs: bool):
+        self.engine = engine
+        self.steps = steps
+        self.graphs = graphs
+        self.graph = None
+        self.error: str | None = None
+
+    def eager(self) -> None:
+        eng = self.engine
+        for kind, step in self.steps:
+            if kind == "pad":
+                eng.padded.level(step, eng.VX, eng.arg)
+            else:
+                eng._level(step, eng.rho, eng.VX, eng.choice)
+
+    def run(self) -> None:
+        if self.graph is not None:
+            self.graph.replay()
+            return
+        self.eager()
+        if self.graphs and self.error is None:
+            self._capture()
+
+    def _capture(self) -> None:
+        """Record :meth:`eager` (the eager run just before was its warm-up); on failure stay eager."""
+        torch = self.engine.torch
+        try:
+            s = self.engine.capture_stream()
+            s.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(s):  # warm-up on the capture stream (the levels are idempotent)
+                self.eager()
+            torch.cuda.current_stream().wait_stream(s)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=self.engine.graph_pool(), stream=s):
+                self.eager()
+            self.graph = g
+        except Exception as exc:  # noqa: BLE001 - any capture failure: keep the (correct) eager path
+            self.error = f"{type(exc).__name__}: {exc}"
+            torch.cuda.synchronize()
