@@ -34,6 +34,7 @@ from typing import Any, Callable, NamedTuple, Sequence
 import numpy as np
 
 from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
+from mopmc.queries import clarabel_qp as qp
 
 DUPLICATE = 1e-12
 _CLARABEL = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_ktratio": 1e-9,
@@ -49,12 +50,19 @@ def _cp():
 
 
 class Loss(NamedTuple):
-    """``expression(v)``: a convex cvxpy scalar of the objective vector ``v`` (a cvxpy expression)."""
+    """``expression(v)``: a convex cvxpy scalar of the objective vector ``v`` (a cvxpy expression).
+
+    ``quadratic``: the same loss as ``v'Pv/2 + q'v + r`` when it is one; then the query's programs
+    go straight to Clarabel (:mod:`mopmc.queries.clarabel_qp`) instead of through cvxpy.
+    """
 
     name: str
     expression: Callable[[Any], Any]
+    quadratic: qp.Quadratic | None = None
 
     def value(self, x: np.ndarray) -> float:
+        if self.quadratic is not None:
+            return self.quadratic.value(x)
         cp = _cp()
         return float(self.expression(cp.Constant(np.asarray(x, float))).value)
 
@@ -62,7 +70,7 @@ class Loss(NamedTuple):
 def mse(target: Sequence[float]) -> Loss:
     """``(1/m) sum_i (v_i - t_i)^2``."""
     t = np.asarray(target, float)
-    return Loss("mse", lambda v: _cp().sum_squares(v - t) / len(t))
+    return Loss("mse", lambda v: _cp().sum_squares(v - t) / len(t), qp.mse(t))
 
 
 def wmse(target: Sequence[float], weights: Sequence[float]) -> Loss:
@@ -72,7 +80,7 @@ def wmse(target: Sequence[float], weights: Sequence[float]) -> Loss:
         raise PropertyError(f"{len(w)} weights for {len(t)} objectives")
     if np.any(w < 0) or not np.all(np.isfinite(w)):
         raise PropertyError(f"weights must be finite and >= 0 (a negative weight makes the loss non-convex), got {w.tolist()}")
-    return Loss("wmse", lambda v: _cp().sum_squares(cp_mul(np.sqrt(w), v - t)) / len(t))
+    return Loss("wmse", lambda v: _cp().sum_squares(cp_mul(np.sqrt(w), v - t)) / len(t), qp.wmse(t, w))
 
 
 def cp_mul(a, b):
@@ -81,7 +89,7 @@ def cp_mul(a, b):
 
 def var(m: int) -> Loss:
     """The population variance ``(1/m) sum_i (v_i - mean(v))^2``."""
-    return Loss("var", lambda v: _cp().sum_squares(v - _cp().sum(v) / m) / m)
+    return Loss("var", lambda v: _cp().sum_squares(v - _cp().sum(v) / m) / m, qp.var(m))
 
 
 def make_loss(name: str, m: int, target: Sequence[float] | None, weights: Sequence[float] | None) -> Loss:
@@ -194,24 +202,28 @@ class _Polytopes:
         self.schedulers: list = []
         self.normals: list[np.ndarray] = []
         self.offsets: list[float] = []
+        # supports of the last upper and nearest-point answers: warm starts for Wolfe's algorithm
+        self.upper_support: np.ndarray | None = None
+        self.nearest_support: np.ndarray | None = None
 
     def add(self, w: np.ndarray, point: np.ndarray, error: float, scheduler) -> bool:
         """Record an oracle answer; True when it brought a new vertex or a tighter halfspace."""
         changed = False
+        w, point = np.asarray(w, float), np.asarray(point, float)
         offset = float(w @ point + max(error, 0.0))
-        for i, d in enumerate(self.normals):
-            if np.allclose(w, d, rtol=0, atol=1e-12):
-                if offset < self.offsets[i]:
-                    self.offsets[i] = offset
-                    changed = True
-                break
+        same = np.flatnonzero(np.max(np.abs(np.array(self.normals) - w), axis=1) <= 1e-12) if self.normals else ()
+        if len(same):
+            i = int(same[0])
+            if offset < self.offsets[i]:
+                self.offsets[i] = offset
+                changed = True
         else:
-            self.normals.append(np.asarray(w, float))
+            self.normals.append(w)
             self.offsets.append(offset)
             changed = True
         scale = max(1.0, float(np.max(np.abs(point))))
-        if all(np.max(np.abs(v - point)) > DUPLICATE * scale for v in self.points):
-            self.points.append(np.asarray(point, float))
+        if not self.points or np.min(np.max(np.abs(self.V - point), axis=1)) > DUPLICATE * scale:
+            self.points.append(point)
             self.schedulers.append(scheduler)
             changed = True
         return changed
@@ -250,9 +262,16 @@ def _solve(problem) -> str:
 
 def _lower(poly: _Polytopes, loss: Loss, lo, up):
     """``(value, z)`` of the loss over outer polytope and box, or None when they do not meet."""
+    W, b = np.array(poly.normals), np.array(poly.offsets)
+    if loss.quadratic is not None:
+        status, zv = qp.lower(loss.quadratic, W, b, lo, up)
+        if status == "optimal":
+            return loss.value(zv), zv
+        if status == "infeasible":
+            return None
+        # unbounded or failed: the cvxpy path below says which, in its words
     cp = _cp()
     z = cp.Variable(poly.m)
-    W, b = np.array(poly.normals), np.array(poly.offsets)
     prob = cp.Problem(cp.Minimize(loss.expression(z)), [W @ z <= b] + _box_constraints(z, lo, up))
     status = _solve(prob)
     if status in ("infeasible", "infeasible_inaccurate"):
@@ -268,17 +287,22 @@ def _lower(poly: _Polytopes, loss: Loss, lo, up):
 
 def _upper(poly: _Polytopes, loss: Loss, lo, up):
     """``(value, weights, point)``: the best point of the inner polytope within the box, or None."""
-    cp = _cp()
     V = poly.V
-    lam = cp.Variable(len(V), nonneg=True)
-    p = V.T @ lam
-    prob = cp.Problem(cp.Minimize(loss.expression(p)), [cp.sum(lam) == 1] + _box_constraints(p, lo, up))
-    status = _solve(prob)
-    if status not in ("optimal", "optimal_inaccurate"):
+    status, lam = qp.upper(loss.quadratic, V, lo, up, poly.upper_support) if loss.quadratic is not None else ("", None)
+    if status == "infeasible":
         return None
-    weights = np.clip(np.asarray(lam.value, float), 0.0, None)
+    if status != "optimal":
+        cp = _cp()
+        lam = cp.Variable(len(V), nonneg=True)
+        p = V.T @ lam
+        prob = cp.Problem(cp.Minimize(loss.expression(p)), [cp.sum(lam) == 1] + _box_constraints(p, lo, up))
+        if _solve(prob) not in ("optimal", "optimal_inaccurate"):
+            return None
+        lam = lam.value
+    weights = np.clip(np.asarray(lam, float), 0.0, None)
     weights[weights < 1e-12] = 0.0
     weights /= weights.sum()
+    poly.upper_support = np.flatnonzero(weights)
     point = weights @ V
     viol = max(float(np.max(np.maximum(lo - point, 0.0), initial=0.0)), float(np.max(np.maximum(point - up, 0.0), initial=0.0)))
     if viol > 1e-7 * max(1.0, float(np.max(np.abs(point)))):
@@ -286,8 +310,13 @@ def _upper(poly: _Polytopes, loss: Loss, lo, up):
     return loss.value(point), weights, point
 
 
-def _nearest(V: np.ndarray, z: np.ndarray) -> np.ndarray:
-    """The point of conv(V) nearest to ``z`` (Euclidean)."""
+def _nearest(V: np.ndarray, z: np.ndarray, poly: _Polytopes | None = None) -> np.ndarray:
+    """The point of conv(V) nearest to ``z`` (Euclidean); ``poly`` keeps the last support (a warm start)."""
+    got = qp.nearest(V, z, None if poly is None else poly.nearest_support)
+    if got is not None:
+        if poly is not None:
+            poly.nearest_support = np.flatnonzero(got[1] > 0)
+        return got[0]
     cp = _cp()
     lam = cp.Variable(len(V), nonneg=True)
     prob = cp.Problem(cp.Minimize(cp.sum_squares(V.T @ lam - z)), [cp.sum(lam) == 1])
@@ -296,7 +325,7 @@ def _nearest(V: np.ndarray, z: np.ndarray) -> np.ndarray:
     return (w / w.sum()) @ V
 
 
-def _direction(V: np.ndarray, z: np.ndarray) -> np.ndarray | None:
+def _direction(V: np.ndarray, z: np.ndarray, poly: _Polytopes | None = None) -> np.ndarray | None:
     """A unit direction ``w`` with ``w . z > max_v w . v``: the normalised difference from the
     nearest point of conv(V) to ``z``; when the QP is too inaccurate to separate (vertices very
     close together), the LP direction maximising ``w . z - max_v w . v`` over ``|w|_inf <= 1``.
@@ -304,7 +333,7 @@ def _direction(V: np.ndarray, z: np.ndarray) -> np.ndarray | None:
     from scipy.optimize import linprog
 
     scale = max(1.0, float(np.max(np.abs(V))), float(np.max(np.abs(z))))
-    d = z - _nearest(V, z)
+    d = z - _nearest(V, z, poly)
     norm = float(np.linalg.norm(d))
     if norm > 0:
         w = d / norm
@@ -447,7 +476,7 @@ def convex_query(
             break
         if it >= max_iter:
             break
-        w = _direction(poly.V, low[1])
+        w = _direction(poly.V, low[1], poly)
         if w is None:
             status = "stalled"  # the lower point is (numerically) achievable, yet the gap is open: solver precision
             break

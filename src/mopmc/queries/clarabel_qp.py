@@ -1,0 +1,194 @@
+"""The convex query's quadratic programs straight through Clarabel's native API (no cvxpy).
+
+For the quadratic losses (``mse``, ``wmse``, ``var``: ``loss(v) = v'Pv/2 + q'v + r``) the three
+programs of an iteration are QPs with at most a few hundred variables and constraints; building
+them through cvxpy costs tens of milliseconds each, solving them directly a millisecond or so:
+
+* :func:`lower`: ``min loss(z)`` over the outer polytope ``W z <= b`` and the box;
+* :func:`upper`: ``min loss(V' lam)`` over ``lam >= 0``, ``sum lam = 1`` and the box on ``V' lam``;
+* :func:`nearest`: the point of ``conv(V)`` nearest to ``z``.
+
+Same tolerances as the cvxpy path (tight first; the solver's defaults when it cannot reach them).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+from scipy import sparse
+
+_TIGHT = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_ktratio": 1e-9, "max_iter": 500}
+
+
+class Quadratic(NamedTuple):
+    """``loss(v) = v'Pv / 2 + q'v + r`` with ``P`` symmetric positive semidefinite."""
+
+    P: np.ndarray
+    q: np.ndarray
+    r: float
+
+    def value(self, x: np.ndarray) -> float:
+        x = np.asarray(x, float)
+        return float(0.5 * x @ self.P @ x + self.q @ x + self.r)
+
+
+def mse(t: np.ndarray) -> Quadratic:
+    m = len(t)
+    return Quadratic(np.eye(m) * (2.0 / m), -(2.0 / m) * t, float(t @ t) / m)
+
+
+def wmse(t: np.ndarray, w: np.ndarray) -> Quadratic:
+    m = len(t)
+    return Quadratic(np.diag(w) * (2.0 / m), -(2.0 / m) * w * t, float(w @ (t * t)) / m)
+
+
+def var(m: int) -> Quadratic:
+    return Quadratic((np.eye(m) - np.full((m, m), 1.0 / m)) * (2.0 / m), np.zeros(m), 0.0)
+
+
+def _solve(P, q, A_eq, b_eq, A_ub, b_ub):
+    """``(status, x)``: status ``optimal``, ``infeasible``, ``unbounded`` or ``failed``."""
+    import clarabel
+
+    n = len(q)
+    blocks, rhs, cones = [], [], []
+    if A_eq is not None and A_eq.shape[0]:
+        blocks.append(sparse.csc_matrix(A_eq))
+        rhs.append(b_eq)
+        cones.append(clarabel.ZeroConeT(len(b_eq)))
+    if A_ub is not None and A_ub.shape[0]:
+        blocks.append(sparse.csc_matrix(A_ub))
+        rhs.append(b_ub)
+        cones.append(clarabel.NonnegativeConeT(len(b_ub)))
+    A = sparse.vstack(blocks, format="csc") if blocks else sparse.csc_matrix((0, n))
+    b = np.concatenate(rhs) if rhs else np.zeros(0)
+    Pu = sparse.triu(sparse.csc_matrix(P), format="csc")
+    S = clarabel.SolverStatus
+    for tight in (True, False):
+        settings = clarabel.DefaultSettings()
+        settings.verbose = False
+        if tight:
+            for key, value in _TIGHT.items():
+                setattr(settings, key, value)
+        sol = clarabel.DefaultSolver(Pu, np.asarray(q, float), A, b, cones, settings).solve()
+        if sol.status == S.Solved:
+            return "optimal", np.asarray(sol.x, float)
+        if sol.status in (S.PrimalInfeasible, S.AlmostPrimalInfeasible):
+            return "infeasible", None
+        if sol.status in (S.DualInfeasible, S.AlmostDualInfeasible):
+            return "unbounded", None
+        if not tight and sol.status == S.AlmostSolved:
+            return "optimal", np.asarray(sol.x, float)
+    return "failed", None
+
+
+def _box_rows(lo: np.ndarray, up: np.ndarray, M: np.ndarray):
+    """Rows ``G x <= h`` for ``lo <= M x <= up`` (finite sides only)."""
+    fl, fu = np.isfinite(lo), np.isfinite(up)
+    G = np.vstack((-M[fl], M[fu]))
+    h = np.concatenate((-lo[fl], up[fu]))
+    return G, h
+
+
+def lower(quad: Quadratic, W: np.ndarray, b: np.ndarray, lo: np.ndarray, up: np.ndarray):
+    """``(status, z)`` minimising the loss over ``W z <= b`` and the box."""
+    m = len(quad.q)
+    G, h = _box_rows(lo, up, np.eye(m))
+    return _solve(quad.P, quad.q, None, None, np.vstack((W, G)), np.concatenate((b, h)))
+
+
+def upper(quad: Quadratic, V: np.ndarray, lo: np.ndarray, up: np.ndarray, start=None):
+    """``(status, lam)`` minimising the loss of ``V' lam`` over the simplex and the box: without a
+    box by Wolfe's algorithm (:func:`unboxed_upper`), else a QP in ``lam`` (the Gram form ``V P V'``;
+    lifting ``p = V' lam`` into the program was twice as slow in Clarabel)."""
+    k = len(V)
+    if not (np.isfinite(lo).any() or np.isfinite(up).any()):
+        lam = unboxed_upper(quad, V, start)
+        if lam is not None:
+            return "optimal", lam
+    G, h = _box_rows(lo, up, V.T)
+    P = V @ quad.P @ V.T
+    return _solve(0.5 * (P + P.T), V @ quad.q, np.ones((1, k)), np.ones(1), np.vstack((-np.eye(k), G)), np.concatenate((np.zeros(k), h)))
+
+
+def nearest(V: np.ndarray, z: np.ndarray, start=None):
+    """``(point, lam)``: the point of ``conv(V)`` nearest to ``z`` (Euclidean) and its weights:
+    Wolfe's algorithm (from the corral ``start``), else a Clarabel QP; None when both fail."""
+    got = min_norm_point(V, z, start)
+    if got is not None:
+        return got
+    k = len(V)
+    status, lam = _solve(2.0 * (V @ V.T), -2.0 * (V @ np.asarray(z, float)), np.ones((1, k)), np.ones(1), -np.eye(k), np.zeros(k))
+    if status != "optimal":
+        return None
+    lam = np.clip(lam, 0.0, None)
+    total = lam.sum()
+    return ((lam / total) @ V, lam / total) if total > 0 and math.isfinite(total) else None
+
+
+def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int = 10_000):
+    """``(point, lam)``: the point of ``conv(V)`` nearest to ``z`` and its convex weights, by Wolfe's
+    algorithm (1976): exact in finitely many steps, a corral of at most ``m + 1`` affinely
+    independent vertices, each minor step one small least-squares solve. ``start``: the support of
+    an earlier answer (a corral of a nearby problem: the query's polytopes grow a vertex at a time),
+    which saves most major steps. None when it does not settle (then use a QP)."""
+    P = np.asarray(V, float) - np.asarray(z, float)
+    k, m = P.shape
+    norms = np.einsum("ij,ij->i", P, P)
+    scale = max(float(norms.max()), 1e-300)
+    S = [int(i) for i in start if 0 <= i < k] if start is not None else []
+    if S:
+        lam = np.full(len(S), 1.0 / len(S))
+        minor = True  # from a feasible point of the old corral: a minor cycle first
+    else:
+        S, lam, minor = [int(np.argmin(norms))], np.ones(1), False
+    for _ in range(max_iter):
+        if not minor:
+            x = lam @ P[S]
+            g = P @ x
+            j = int(np.argmin(g))
+            if x @ x - g[j] <= 1e-13 * scale or j in S:
+                full = np.zeros(k)
+                full[S] = lam
+                return x + z, full
+            S.append(j)
+            lam = np.append(lam, 0.0)
+        minor = False
+        while True:
+            Q = P[S]
+            # the affine minimiser of |alpha Q| with sum(alpha) = 1: [Q Q' 1; 1' 0] [alpha; mu] = [0; 1]
+            n = len(S)
+            M = np.zeros((n + 1, n + 1))
+            M[:n, :n] = Q @ Q.T
+            M[:n, n] = M[n, :n] = 1.0
+            rhs = np.zeros(n + 1)
+            rhs[n] = 1.0
+            alpha = np.linalg.lstsq(M, rhs, rcond=None)[0][:n]
+            if np.all(alpha > 1e-14):
+                lam = alpha
+                break
+            neg = alpha <= 1e-14
+            theta = float(np.min(lam[neg] / (lam[neg] - alpha[neg])))
+            lam = lam + theta * (alpha - lam)
+            keep = lam > 1e-14
+            keep[np.argmax(lam)] = True
+            S = [s for s, kept in zip(S, keep) if kept]
+            lam = lam[keep] / lam[keep].sum()
+    return None
+
+
+def unboxed_upper(quad: Quadratic, V: np.ndarray, start=None):
+    """``lam`` minimising the loss of ``V' lam`` over the simplex (no box), as a nearest-point
+    problem: with ``P = L L'`` and ``q = L c``, ``v'Pv/2 + q'v = |L'v + c|^2 / 2 - |c|^2 / 2``, so the
+    optimum is the point of ``conv(V L)`` nearest to ``-c``. None when Wolfe's algorithm does not
+    settle or ``q`` is not in the range of ``P``."""
+    e, U = np.linalg.eigh(0.5 * (quad.P + quad.P.T))
+    keep = e > 1e-14 * max(float(e.max(initial=0.0)), 1e-300)
+    L = U[:, keep] * np.sqrt(e[keep])
+    c = np.linalg.lstsq(L, quad.q, rcond=None)[0]
+    if np.linalg.norm(L @ c - quad.q) > 1e-10 * max(1.0, float(np.linalg.norm(quad.q))):
+        return None
+    got = min_norm_point(V @ L, -c, start)
+    return None if got is None else got[1]
