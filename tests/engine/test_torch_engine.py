@@ -330,3 +330,16 @@ def test_cli_engine_torch():
     assert close(res.json()[0]["value"], cpu.values[0])
     bad = run_mopmc("check", path, "--device", "cpu", "--prop", 'R{"ctrl_cost"}min=? [C]')
     assert_one_line_error(bad, "--device", "--engine torch")
+
+
+def test_padded_width_minimises_slots_plus_overflow():
+    from mopmc.engine.torch_levels import _width
+
+    rng = np.random.default_rng(0)
+    for _ in range(500):
+        ns = rng.integers(0, rng.integers(1, 30), size=rng.integers(1, 50))
+        if rng.random() < 0.3:
+            ns[:3] = rng.integers(0, 200)
+        slots = int(rng.integers(len(ns), 3 * len(ns) + 1))
+        costs = {t: slots * t + 3 * int(np.maximum(ns - t, 0).sum()) for t in range(1, max(int(ns.max()), 1) + 1)}
+        assert _width(ns, slots) == min(costs, key=lambda t: (costs[t], t))

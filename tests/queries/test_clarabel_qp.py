@@ -29,12 +29,17 @@ def point_sets(rng):
             V = np.vstack((V, V[:1], 0.5 * (V[:1] + V[-1:])))
         z = rng.normal(size=m) * rng.uniform(0.1, 10) + (V.mean(0) if trial % 2 else 0.0)
         yield V, z
+    for trial in range(4):  # many nearly dependent vertices in many dimensions, z just outside: rounding stalls Wolfe
+        k, m = 200, 50
+        base = rng.normal(size=m)
+        V = base + 1e-7 * rng.normal(size=(k, m)) + 1e-3 * rng.normal(size=(1, m)) * rng.uniform(0, 1, size=(k, 1))
+        yield V, V.mean(0) + 1e-6 * rng.normal(size=m)
 
 
 def test_wolfe_nearest_point_equals_the_qp():
     rng = np.random.default_rng(0)
     for V, z in point_sets(rng):
-        point, lam = qp.min_norm_point(V, z)
+        point, lam, _ = qp.min_norm_point(V, z)
         assert np.all(lam >= 0) and lam.sum() == pytest.approx(1.0, abs=1e-12)
         assert np.allclose(lam @ V, point, atol=1e-9 * max(1.0, np.abs(V).max()))
         ref = cvxpy_nearest(V, z)
@@ -42,7 +47,7 @@ def test_wolfe_nearest_point_equals_the_qp():
         assert got <= ref * (1 + 1e-6) + 1e-7 * max(1.0, np.abs(V).max()), (got, ref)
         # from a warm start (the support of a nearby problem's answer): the same distance
         start = np.flatnonzero(qp.min_norm_point(V[:-1], z)[1] > 0) if len(V) > 1 else None
-        warm, _ = qp.min_norm_point(V, z, start)
+        warm, _, _ = qp.min_norm_point(V, z, start)
         assert np.linalg.norm(warm - z) == pytest.approx(got, rel=1e-6, abs=1e-7 * max(1.0, np.abs(V).max()))
 
 
@@ -67,6 +72,9 @@ def test_upper_program_equals_cvxpy(name):
         lam = np.clip(lam, 0, None) / np.clip(lam, 0, None).sum()
         assert loss.value(lam @ V) == pytest.approx(ref.value, rel=1e-6, abs=1e-9)
         assert loss.quadratic.value(lam @ V) == pytest.approx(float(loss.expression(cp.Constant(lam @ V)).value), rel=1e-12, abs=1e-15)
+        # the residual form keeps its digits at the target: exactly 0 there, never negative near it
+        at = t if name != "var" else np.full(m, 0.7)
+        assert 0.0 <= loss.value(at) <= 1e-30 and loss.value(at + 1e-9 * np.arange(m)) > 0.0
 
 
 @pytest.mark.parametrize("text, loss, soft", [

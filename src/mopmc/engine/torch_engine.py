@@ -5,11 +5,17 @@ memory, worthless states, infinite-reward check, zero-reward end-component colla
 SCC plan, renumbered problem) by composition and solves each direction on the device in float64:
 
 * **Acyclic levels.** States are renumbered in processing order, so one topological level of the
-  plan is a contiguous range of states, choices and transitions. Per level one SpMM gives, for every
-  choice, ``P [V | X]`` (the weighted value and all m objective values of the successors), a
-  segmented max over row groups (``scatter_reduce('amax')`` over choice -> state) picks the best
-  choice (first maximum, as the CPU engine), and the chosen choice's row gives the m objectives.
-  Self-loops are solved in closed form, ``(rho + sum_{t != s} p V_t) / (1 - p_ss)``: exact.
+  plan is a contiguous range of states, choices and transitions. Most levels are laid out padded
+  (:mod:`mopmc.engine.torch_levels`: ``n_l x K`` choice slots of ``T`` transition slots, hybrid
+  ELL/COO): one gather, a product and a sum give ``P [V | X]`` (the weighted value and all m
+  objective values of the successors) for every choice, ``(RR + S) / den`` their values with
+  self-loops solved in closed form (exact), and an ``argmax`` over the ``K`` slots (first maximum,
+  as the CPU engine) the best choice: 4 to 9 kernels a level. Levels whose padding would more than
+  double stay in CSR form: ``index_add_`` and a segmented max over row groups
+  (``scatter_reduce('amax')``).
+* **CUDA graphs.** On CUDA each run of consecutive levels is captured once as a CUDA graph (after
+  its first eager run) and replayed for every later direction, on static device buffers; a capture
+  that fails leaves its run eager (``graph_errors`` says why) with the same results.
 * **Cyclic SCC blocks** by policy iteration on the device (:mod:`mopmc.engine.torch_cyclic`): dense
   LU for blocks up to ``dense_limit`` states (exact up to rounding, error bound 0), otherwise an
   iterative evaluation with a sound bound, its convergence tested on the device every

@@ -67,17 +67,18 @@ class PaddedLayout(NamedTuple):
         return sum(a.nbytes for a in arrays) + self.den.nbytes  # + the weighted column of [rho | rewards]
 
 
-def _width(ns: np.ndarray, slots_per_t: int) -> int:
-    """The transition slots per choice slot minimising ``slots * T + 3 * overflow`` (hybrid ELL/COO:
-    an overflow entry costs about three padded ones: a gather, a product and an atomic add)."""
-    hist = np.bincount(ns)
-    best, best_cost = 1, None
-    for t in range(1, max(len(hist), 2)):
-        over = int((np.maximum(ns - t, 0)).sum()) if t < len(hist) - 1 else 0
-        cost = slots_per_t * t + 3 * over
-        if best_cost is None or cost < best_cost:
-            best, best_cost = t, cost
-    return best
+def _width(ns: np.ndarray, slots: int) -> int:
+    """The transition slots per choice slot minimising ``slots * T + 3 * overflow(T)`` (hybrid
+    ELL/COO: an overflow entry costs about three padded ones: a gather, a product and an atomic add);
+    ``overflow(T) = sum_c max(ns_c - T, 0)`` from the histogram of ``ns``, for every ``T`` at once."""
+    hist = np.bincount(ns).astype(np.int64)
+    v = np.arange(len(hist), dtype=np.int64)
+    above = np.cumsum(hist[::-1])[::-1] - hist  # choices with more than t transitions
+    above_sum = np.cumsum((v * hist)[::-1])[::-1] - v * hist  # their transitions
+    t = np.arange(1, max(len(hist), 2))
+    over = above_sum[np.minimum(t, len(hist) - 1)] - t * above[np.minimum(t, len(hist) - 1)]
+    over[t >= len(hist) - 1] = 0
+    return int(t[np.argmin(slots * t + 3 * over)])
 
 
 def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = WASTE) -> PaddedLayout:

@@ -1,6 +1,6 @@
 """The convex query's quadratic programs straight through Clarabel's native API (no cvxpy).
 
-For the quadratic losses (``mse``, ``wmse``, ``var``: ``loss(v) = v'Pv/2 + q'v + r``) the three
+For the quadratic losses (``mse``, ``wmse``, ``var``: ``loss(v) = |L'v - c|^2``) the three
 programs of an iteration are QPs with at most a few hundred variables and constraints; building
 them through cvxpy costs tens of milliseconds each, solving them directly a millisecond or so:
 
@@ -23,29 +23,37 @@ _TIGHT = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_kt
 
 
 class Quadratic(NamedTuple):
-    """``loss(v) = v'Pv / 2 + q'v + r`` with ``P`` symmetric positive semidefinite."""
+    """``loss(v) = |L'v - c|^2``: ``v'Pv/2 + q'v + r`` with ``P = 2 L L'``, ``q = -2 L c``, ``r = c'c``
+    (kept in the residual form, whose value is never negative and keeps its digits near 0)."""
 
-    P: np.ndarray
-    q: np.ndarray
-    r: float
+    L: np.ndarray  # (m, r)
+    c: np.ndarray  # (r,)
+
+    @property
+    def P(self) -> np.ndarray:
+        return 2.0 * self.L @ self.L.T
+
+    @property
+    def q(self) -> np.ndarray:
+        return -2.0 * self.L @ self.c
 
     def value(self, x: np.ndarray) -> float:
-        x = np.asarray(x, float)
-        return float(0.5 * x @ self.P @ x + self.q @ x + self.r)
+        d = np.asarray(x, float) @ self.L - self.c
+        return float(d @ d)
 
 
 def mse(t: np.ndarray) -> Quadratic:
     m = len(t)
-    return Quadratic(np.eye(m) * (2.0 / m), -(2.0 / m) * t, float(t @ t) / m)
+    return Quadratic(np.eye(m) / np.sqrt(m), np.asarray(t, float) / np.sqrt(m))
 
 
 def wmse(t: np.ndarray, w: np.ndarray) -> Quadratic:
-    m = len(t)
-    return Quadratic(np.diag(w) * (2.0 / m), -(2.0 / m) * w * t, float(w @ (t * t)) / m)
+    s = np.sqrt(np.asarray(w, float) / len(t))
+    return Quadratic(np.diag(s), s * np.asarray(t, float))
 
 
 def var(m: int) -> Quadratic:
-    return Quadratic((np.eye(m) - np.full((m, m), 1.0 / m)) * (2.0 / m), np.zeros(m), 0.0)
+    return Quadratic((np.eye(m) - np.full((m, m), 1.0 / m)) / np.sqrt(m), np.zeros(m))
 
 
 def _solve(P, q, A_eq, b_eq, A_ub, b_ub):
@@ -94,7 +102,7 @@ def _box_rows(lo: np.ndarray, up: np.ndarray, M: np.ndarray):
 
 def lower(quad: Quadratic, W: np.ndarray, b: np.ndarray, lo: np.ndarray, up: np.ndarray):
     """``(status, z)`` minimising the loss over ``W z <= b`` and the box."""
-    m = len(quad.q)
+    m = quad.L.shape[0]
     G, h = _box_rows(lo, up, np.eye(m))
     return _solve(quad.P, quad.q, None, None, np.vstack((W, G)), np.concatenate((b, h)))
 
@@ -109,16 +117,17 @@ def upper(quad: Quadratic, V: np.ndarray, lo: np.ndarray, up: np.ndarray, start=
         if lam is not None:
             return "optimal", lam
     G, h = _box_rows(lo, up, V.T)
-    P = V @ quad.P @ V.T
-    return _solve(0.5 * (P + P.T), V @ quad.q, np.ones((1, k)), np.ones(1), np.vstack((-np.eye(k), G)), np.concatenate((np.zeros(k), h)))
+    VL = V @ quad.L
+    return _solve(2.0 * VL @ VL.T, -2.0 * VL @ quad.c, np.ones((1, k)), np.ones(1), np.vstack((-np.eye(k), G)),
+                  np.concatenate((np.zeros(k), h)))
 
 
 def nearest(V: np.ndarray, z: np.ndarray, start=None):
     """``(point, lam)``: the point of ``conv(V)`` nearest to ``z`` (Euclidean) and its weights:
     Wolfe's algorithm (from the corral ``start``), else a Clarabel QP; None when both fail."""
     got = min_norm_point(V, z, start)
-    if got is not None:
-        return got
+    if got is not None:  # a direction is all it serves: a stalled answer will do (the caller checks it)
+        return got[0], got[1]
     k = len(V)
     status, lam = _solve(2.0 * (V @ V.T), -2.0 * (V @ np.asarray(z, float)), np.ones((1, k)), np.ones(1), -np.eye(k), np.zeros(k))
     if status != "optimal":
@@ -128,12 +137,15 @@ def nearest(V: np.ndarray, z: np.ndarray, start=None):
     return ((lam / total) @ V, lam / total) if total > 0 and math.isfinite(total) else None
 
 
-def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int = 10_000):
-    """``(point, lam)``: the point of ``conv(V)`` nearest to ``z`` and its convex weights, by Wolfe's
+def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int | None = None):
+    """``(point, lam, converged)``: the point of ``conv(V)`` nearest to ``z`` and its convex weights, by Wolfe's
     algorithm (1976): exact in finitely many steps, a corral of at most ``m + 1`` affinely
     independent vertices, each minor step one small least-squares solve. ``start``: the support of
     an earlier answer (a corral of a nearby problem: the query's polytopes grow a vertex at a time),
-    which saves most major steps. None when it does not settle (then use a QP)."""
+    which saves most major steps. In floating point the distance may stop decreasing before the
+    optimality test passes (nearly dependent vertices): then, or after ``max_iter`` major steps
+    (default ``50 (m + 1) + 100``), the best point so far is returned with ``converged`` False: a
+    point of ``conv(V)`` either way."""
     P = np.asarray(V, float) - np.asarray(z, float)
     k, m = P.shape
     norms = np.einsum("ij,ij->i", P, P)
@@ -144,15 +156,24 @@ def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int = 10_
         minor = True  # from a feasible point of the old corral: a minor cycle first
     else:
         S, lam, minor = [int(np.argmin(norms))], np.ones(1), False
-    for _ in range(max_iter):
+    best = None
+
+    def answer(S, lam, converged=True):
+        full = np.zeros(k)
+        full[S] = lam
+        return full @ P + z, full, converged
+
+    for _ in range(max_iter if max_iter is not None else 50 * (m + 1) + 100):
         if not minor:
             x = lam @ P[S]
+            xx = float(x @ x)
+            if best is not None and xx >= best[0]:  # no progress: rounding has taken over
+                return answer(best[1], best[2], False)
+            best = (xx, list(S), lam.copy())
             g = P @ x
             j = int(np.argmin(g))
-            if x @ x - g[j] <= 1e-13 * scale or j in S:
-                full = np.zeros(k)
-                full[S] = lam
-                return x + z, full
+            if xx - g[j] <= 1e-13 * scale or j in S:
+                return answer(S, lam)
             S.append(j)
             lam = np.append(lam, 0.0)
         minor = False
@@ -170,25 +191,21 @@ def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int = 10_
                 lam = alpha
                 break
             neg = alpha <= 1e-14
-            theta = float(np.min(lam[neg] / (lam[neg] - alpha[neg])))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                ratios = lam[neg] / (lam[neg] - alpha[neg])
+            ratios = ratios[np.isfinite(ratios)]
+            theta = float(np.clip(ratios.min(), 0.0, 1.0)) if len(ratios) else 0.0
             lam = lam + theta * (alpha - lam)
             keep = lam > 1e-14
             keep[np.argmax(lam)] = True
             S = [s for s, kept in zip(S, keep) if kept]
             lam = lam[keep] / lam[keep].sum()
-    return None
+    return answer(best[1], best[2], False) if best is not None else None
 
 
 def unboxed_upper(quad: Quadratic, V: np.ndarray, start=None):
-    """``lam`` minimising the loss of ``V' lam`` over the simplex (no box), as a nearest-point
-    problem: with ``P = L L'`` and ``q = L c``, ``v'Pv/2 + q'v = |L'v + c|^2 / 2 - |c|^2 / 2``, so the
-    optimum is the point of ``conv(V L)`` nearest to ``-c``. None when Wolfe's algorithm does not
-    settle or ``q`` is not in the range of ``P``."""
-    e, U = np.linalg.eigh(0.5 * (quad.P + quad.P.T))
-    keep = e > 1e-14 * max(float(e.max(initial=0.0)), 1e-300)
-    L = U[:, keep] * np.sqrt(e[keep])
-    c = np.linalg.lstsq(L, quad.q, rcond=None)[0]
-    if np.linalg.norm(L @ c - quad.q) > 1e-10 * max(1.0, float(np.linalg.norm(quad.q))):
-        return None
-    got = min_norm_point(V @ L, -c, start)
-    return None if got is None else got[1]
+    """``lam`` minimising ``|L' V' lam - c|^2`` over the simplex (no box): the point of
+    ``conv(V L)`` nearest to ``c``, by Wolfe's algorithm. None when it stalls short of optimality
+    (then the caller solves the QP)."""
+    got = min_norm_point(V @ quad.L, quad.c, start)
+    return got[1] if got is not None and got[2] else None

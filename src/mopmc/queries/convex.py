@@ -52,7 +52,7 @@ def _cp():
 class Loss(NamedTuple):
     """``expression(v)``: a convex cvxpy scalar of the objective vector ``v`` (a cvxpy expression).
 
-    ``quadratic``: the same loss as ``v'Pv/2 + q'v + r`` when it is one; then the query's programs
+    ``quadratic``: the same loss as ``|L'v - c|^2`` when it is one; then the query's programs
     go straight to Clarabel (:mod:`mopmc.queries.clarabel_qp`) instead of through cvxpy.
     """
 
