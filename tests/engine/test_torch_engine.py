@@ -343,3 +343,22 @@ def test_padded_width_minimises_slots_plus_overflow():
         slots = int(rng.integers(len(ns), 3 * len(ns) + 1))
         costs = {t: slots * t + 3 * int(np.maximum(ns - t, 0).sum()) for t in range(1, max(int(ns.max()), 1) + 1)}
         assert _width(ns, slots) == min(costs, key=lambda t: (costs[t], t))
+
+
+def test_a_device_too_small_for_the_padded_layout_pads_less(monkeypatch):
+    rng = np.random.default_rng(5)
+    model = _layered(rng)
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+    full = TorchEngine(model, objs, "cpu", engine=eng)
+    csr = TorchEngine(model, objs, "cpu", engine=eng, padded=False)
+
+    def pads(e):
+        return sum(k == "pad" for kind, r in e.steps if kind == "run" for k, _ in r.steps)
+
+    assert full.memory.needed > csr.memory.needed and pads(full) > 0
+    monkeypatch.setattr(te, "_free_bytes", lambda device: int(csr.memory.needed / 0.9) + 1)
+    small = TorchEngine(model, objs, "cpu", engine=eng)
+    assert small.memory.fits and pads(small) < pads(full)
+    for w in ([1.0, 0.0], [0.3, -1.0]):
+        assert close(small.optimise(w).weighted, eng.optimise(w).weighted)

@@ -197,7 +197,7 @@ class TorchEngine:
     # ------------------------------------------------------------------ device data
     def _upload(self) -> None:
         from mopmc.engine.torch_cyclic import DeviceBlock
-        from mopmc.engine.torch_levels import DevicePadded, LevelRun, pad_levels
+        from mopmc.engine.torch_levels import SMALL, DevicePadded, LevelRun, pad_levels
 
         torch, dev = self.torch, self.device
         p = self.cpu.problem
@@ -206,13 +206,17 @@ class TorchEngine:
         cot = p.choice_of_transition()
         self_loop = p.targets == soc[cot]
         pself = np.bincount(cot[self_loop], weights=p.probs[self_loop], minlength=p.n_choices)
-        layout = pad_levels(p, steps, self.cpu.self_only, 1.0 - pself) if self.padded_levels else None
         max_level = max(((L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "level"), default=(0, 0))
         max_block = max(((L.b - L.a, L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "block"), default=(0, 0, 0))
-        pads = layout.levels if layout is not None else {}
-        # the CSR form is needed for cyclic blocks and levels left unpadded only
-        csr = any(kind == "block" or i not in pads for i, (kind, _) in enumerate(steps))
-        self.memory = plan_memory(p, self.m, max_level, max_block, self.dense_limit, dev, layout.nbytes if layout else 0, csr)
+        # padded levels (small ones even where padding is wasteful), else fewer, else none: the first that fits
+        for small in ((SMALL, 64, None) if self.padded_levels else (None,)):
+            layout = None if small is None else pad_levels(p, steps, self.cpu.self_only, 1.0 - pself, small=small)
+            pads = layout.levels if layout is not None else {}
+            # the CSR form is needed for cyclic blocks and levels left unpadded only
+            csr = any(kind == "block" or i not in pads for i, (kind, _) in enumerate(steps))
+            self.memory = plan_memory(p, self.m, max_level, max_block, self.dense_limit, dev, layout.nbytes if layout else 0, csr)
+            if self.memory.fits:
+                break
         if not self.memory.fits:
             raise DeviceError(
                 f"{self.model.source}: the torch engine needs about {self.memory.needed / 2**30:.2f} GiB on {dev}, "

@@ -15,7 +15,9 @@ one level is a handful of dense kernels, whatever its shape::
 Invalid slots (padding, and choices that only loop on their own state) have ``RR = 0``, ``den =
 1`` and ``neg = -inf``, so they are never picked unless nothing else is, and then give 0, as the
 CPU engine's "no choice" states. A level whose choice slots would more than double stays in CSR
-form (:meth:`TorchEngine._level`).
+form (:meth:`TorchEngine._level`), unless it is small (at most ``SMALL`` slots of waste): then its
+time is its launches, whatever the padding. When the device is too small for the padded layout,
+the engine pads less, then not at all.
 
 :class:`LevelRun` runs consecutive levels; on CUDA it captures them once as a CUDA graph and
 replays it for every later direction: a deep model's thousands of levels cost one launch instead
@@ -28,7 +30,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-WASTE = 2.0  # a level is padded only when its slots at most double (plus a small allowance)
+WASTE = 2.0  # a level is padded only when its slots at most double, plus SMALL slots (launches, not bytes, bound small levels)
+SMALL = 4096
 
 
 class PadLevel(NamedTuple):
@@ -81,9 +84,10 @@ def _width(ns: np.ndarray, slots: int) -> int:
     return int(t[np.argmin(slots * t + 3 * over)])
 
 
-def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = WASTE) -> PaddedLayout:
-    """The padded layout of every ``("level", L)`` in ``steps`` whose choice slots at most double
-    (``waste``; states with many choices beside states with one would blow the ``n_l x K`` grid up)."""
+def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = WASTE, small: int = SMALL) -> PaddedLayout:
+    """The padded layout of every ``("level", L)`` in ``steps`` whose ``n_l x K`` choice slots are
+    at most ``waste`` times its choices plus ``small`` (states with many choices beside many states
+    with one would blow a large level's grid up; a small level's time is its launches either way)."""
     rg, ip, tg = p.row_groups, p.indptr, p.targets
     n, m = p.n_states, p.rewards.shape[1]
     soc = p.state_of_choice()
@@ -98,7 +102,7 @@ def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = 
             continue
         n_l, nc_l = L.b - L.a, L.c1 - L.c0
         K = max(int(ks[L.a:L.b].max()), 1)
-        if n_l * K > waste * nc_l + 64:
+        if n_l * K > waste * nc_l + small:
             continue
         c_ns = ns[L.c0:L.c1]
         T = _width(c_ns, n_l * K) if nc_l else 1
