@@ -362,3 +362,14 @@ def test_a_device_too_small_for_the_padded_layout_pads_less(monkeypatch):
     assert small.memory.fits and pads(small) < pads(full)
     for w in ([1.0, 0.0], [0.3, -1.0]):
         assert close(small.optimise(w).weighted, eng.optimise(w).weighted)
+
+
+def test_cli_convex_engine_torch():
+    prop = 'multi(R{"time"}<=3.5 [C], R{"energy"}<=4.5 [C])'
+    gpu = run_mopmc("convex", "example:tradeoff", "--prop", prop, "--engine", "torch", "--device", "cpu", "--json")
+    cpu = run_mopmc("convex", "example:tradeoff", "--prop", prop, "--json")
+    assert gpu.code == 0 and cpu.code == 0, gpu.stderr + cpu.stderr
+    assert gpu.json()["status"] == cpu.json()["status"] == "optimal"
+    assert close(gpu.json()["loss"], cpu.json()["loss"])
+    bad = run_mopmc("convex", "example:tradeoff", "--prop", prop, "--device", "cpu")
+    assert_one_line_error(bad, "--device", "--engine torch")

@@ -108,13 +108,19 @@ def load_binding(spec: str | None):
 
 
 def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter, engine,
-                   json_out, export_path, binding, kind) -> None:
+                   json_out, export_path, binding, kind, device=None) -> None:
     from mopmc.queries.convex import convex_query
 
     if soft and target is not None:
         raise PropertyError("--soft uses the thresholds as the target; do not also give --target")
-    if engine not in ("kernel", "lp"):
-        raise PropertyError(f"--engine {engine!r}: use kernel or lp")
+    if engine not in ("kernel", "lp", "torch"):
+        raise PropertyError(f"--engine {engine!r}: use kernel, lp or torch")
+    if device is not None and engine != "torch":
+        raise PropertyError(f"--device {device}: only --engine torch runs on a device")
+    if engine == "torch":
+        from mopmc.engine.torch_engine import resolve_device
+
+        resolve_device(device)  # a bad or missing device fails before the model is built
     if kind not in ("randomised", "mixture"):
         raise PropertyError(f"--scheduler-kind {kind!r}: use randomised or mixture")
     if loss not in ("mse", "wmse", "var"):
@@ -127,7 +133,7 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     callback, stop = progress_reporter() if not json_out else (None, lambda: None)
     try:
         res = convex_query(loaded.model, p.objectives, loss, target=t, weights=w, soft=soft, eps_rel=eps_rel,
-                           eps_abs=eps_abs, max_iter=max_iter, engine=engine, progress=callback)
+                           eps_abs=eps_abs, max_iter=max_iter, engine=engine, device=device, progress=callback)
     finally:
         stop()
     out = res.to_json()
@@ -175,7 +181,8 @@ def convex(
     eps_rel: float = typer.Option(1e-4, "--eps-rel", help="Stop when upper - lower <= max(eps_abs, eps_rel*|upper|)."),
     eps_abs: float = typer.Option(1e-10, "--eps-abs", help="Absolute gap tolerance."),
     max_iter: int = typer.Option(100, "--max-iter", help="Oracle calls after the 2m initial ones."),
-    engine: str = typer.Option("kernel", "--engine", help="kernel (fast) or lp (exact occupation LP oracle)."),
+    engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP oracle) or torch (the kernel on a PyTorch device)."),
+    device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the scheduler (docs/formats.md)."),
     binding: Optional[str] = typer.Option(None, "--binding", help="paper-switch or a runtime binding JSON: export a file the switch runtime executes."),
@@ -183,4 +190,4 @@ def convex(
 ) -> None:
     """Minimise a convex loss over the achievable values within a box, with certified bounds."""
     run_cli(lambda: convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter,
-                                   engine, json_out, export_scheduler, binding, kind))
+                                   engine, json_out, export_scheduler, binding, kind, device))

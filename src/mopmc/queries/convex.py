@@ -391,6 +391,7 @@ def convex_query(
     eps_abs: float = 1e-10,
     max_iter: int = 100,
     engine: str = "kernel",
+    device: str | None = None,
     progress: Callable[[int, float, float], None] | None = None,
 ) -> ConvexResult:
     """Minimise a convex loss over the achievable vectors of ``objectives`` within a box.
@@ -407,6 +408,7 @@ def convex_query(
         box: ``(lower, upper)`` overriding the thresholds (``None``/``inf`` entries: unbounded).
         eps_rel, eps_abs: stop when ``upper - lower <= max(eps_abs, eps_rel * |upper|)``.
         max_iter: oracle calls after the 2m initial ones.
+        engine, device: the oracle for a model: ``kernel``, ``lp`` or ``torch`` (on ``device``).
         progress: called as ``progress(iteration, lower, upper)`` after every iteration.
     """
     t0 = time.perf_counter()
@@ -436,7 +438,7 @@ def convex_query(
     if hasattr(model_or_oracle, "row_groups"):
         from mopmc.queries.dispatch import make_oracle
 
-        oracle = make_oracle(model_or_oracle, objectives, engine)
+        oracle = make_oracle(model_or_oracle, objectives, engine, device)
     else:
         oracle = model_or_oracle
     timings = {"setup": time.perf_counter() - t0, "oracle": 0.0, "lower": 0.0, "upper": 0.0}
