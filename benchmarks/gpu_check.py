@@ -246,6 +246,35 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     return rows
 
 
+def cli_convex(path: Path, props: str, device: str) -> list[dict]:
+    """``mopmc convex MODEL --soft --json`` in a fresh process, CPU engine and torch engine: end to
+    end as a user runs it (interpreter start, Storm's build, preprocessing, upload, the query), as
+    Table 5's convex column."""
+    import json
+    import subprocess
+
+    prop = next(line for line in props.splitlines() if line.strip().startswith("multi"))
+    rows, got = [], {}
+    for engine in ("kernel", "torch"):
+        cmd = [sys.executable, "-m", "mopmc", "convex", str(path), "--prop", prop, "--soft", "--json"]
+        if engine == "torch":
+            cmd += ["--engine", "torch", "--device", device]
+        t = time.perf_counter()
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        seconds = time.perf_counter() - t
+        if res.returncode != 0:
+            rows.append({"case": f"{path.stem}: mopmc convex --engine {engine}", "result": f"ERROR {res.stderr.strip()[-250:]}"})
+            continue
+        out = json.loads(res.stdout)
+        got[engine] = out["loss"]
+        rows.append({"case": f"{path.stem}: mopmc convex --soft --engine {engine} (CLI)", "torch_s" if engine == "torch" else "cpu_s": round(seconds, 3),
+                     "torch_e2e_s" if engine == "torch" else "cpu_e2e_s": round(seconds, 3), "calls": out["iterations"],
+                     "result": f"{out['status']} ({out['loss']:.6g}); load {out['timings'].get('load', 0):.2f} s, query {out['timings'].get('total', 0):.2f} s"})
+    if len(got) == 2 and not close(got["torch"], got["kernel"], 1e-6):
+        raise Inequality(f"{path.stem}: mopmc convex: torch loss {got['torch']} vs CPU {got['kernel']}")
+    return rows
+
+
 def load_case(path: Path, props: str):
     from mopmc.io.load import load
 
@@ -308,6 +337,11 @@ def main(argv=None) -> int:
                                                            (SHARED / "dive-and-rise" / f"dive_and_rise_prop_{b_k}.props").read_text()),
              ("achievability",)),
         ]
+        a_path = SHARED / "switch-scaling" / f"switch_model_{a_n}.prism"
+        for r in cli_convex(a_path, (SHARED / "switch-scaling" / "switch_prop_achievable.props").read_text(), device):
+            print(f"{r['case']}: {r.get('cpu_s', r.get('torch_s', '-'))} s, {r['result']}", flush=True)
+            rows.append(r)
+        _write(out, rows)
         for n in ((20, 40) if args.quick else (400, 800)):
             cases.append((f"SW2 n={n}", lambda n=n: sw2_case(n), ("achievability",)))
         for name, make, kinds in cases:

@@ -49,7 +49,8 @@ def check_command(
     if precision is not None and not 0 < precision < 1:
         raise PropertyError(f"--precision {precision}: give a relative precision between 0 and 1, e.g. 1e-6")
     text = prop if prop is not None else read_property_file(props_file)
-    loaded = load(model, parse_consts(const), properties=text, warm="check" if engine == "kernel" else None)
+    loaded = load(model, parse_consts(const), properties=text, warm="check" if engine != "lp" else None,
+                  warm_engine=engine, warm_device=device)
     props = loaded.properties()
     if not props:
         raise PropertyError(f"no property found in {props_file or repr(prop)}")

@@ -32,12 +32,14 @@ def parse_vector(text: str | None, option: str, m: int) -> list[float] | None:
     return out
 
 
-def load_multi(model: str, prop: str, const: list[str] | None, *, valuations: bool = True):
+def load_multi(model: str, prop: str, const: list[str] | None, *, valuations: bool = True, engine: str = "kernel",
+               device: str | None = None):
     """Load ``model`` (with valuations: schedulers name states by them) and parse exactly one
     ``multi(...)`` property; the engine warms up while Storm builds."""
     from mopmc.io.load import load
 
-    loaded = load(model, parse_consts(const), properties=prop, valuations=valuations, warm="convex")
+    loaded = load(model, parse_consts(const), properties=prop, valuations=valuations, warm="convex" if engine != "lp" else None,
+                  warm_engine=engine, warm_device=device)
     props = loaded.properties()
     if len(props) != 1 or not props[0].multi:
         raise PropertyError(f"--prop {prop!r}: give exactly one multi(...) property")
@@ -125,7 +127,7 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
         raise PropertyError(f"--scheduler-kind {kind!r}: use randomised or mixture")
     if loss not in ("mse", "wmse", "var"):
         raise PropertyError(f"--loss {loss!r}: use mse, wmse or var")
-    loaded, p = load_multi(model, prop, const, valuations=export_path is not None)
+    loaded, p = load_multi(model, prop, const, valuations=export_path is not None, engine=engine, device=device)
     m = len(p.objectives)
     t = parse_vector(target, "--target", m)
     w = parse_vector(weights, "--weights", m)

@@ -35,27 +35,28 @@ def _tiny():
     return model, objectives
 
 
-def warm(kind: str = "check") -> None:
-    """Run the engine (and for ``kind="convex"`` the convex query) once on the tiny model."""
+def warm(kind: str = "check", engine: str = "kernel", device: str | None = None) -> None:
+    """Run the engine (and for ``kind="convex"`` the convex query) once on the tiny model; with
+    ``engine="torch"`` on ``device`` (importing torch and starting CUDA: about 1-2 s more)."""
     try:
         model, objectives = _tiny()
         if kind == "convex":
             from mopmc.queries.convex import convex_query
 
-            convex_query(model, objectives, "mse", soft=True)
+            convex_query(model, objectives, "mse", soft=True, engine=engine, device=device)
         else:
             from mopmc.queries.dispatch import make_oracle
             from mopmc.queries.multi import achievability
 
-            achievability(make_oracle(model, objectives, "kernel"), objectives)
+            achievability(make_oracle(model, objectives, engine, device), objectives)
     except Exception:  # an optimisation only: the real call will do (and report) the work
         pass
 
 
-def start(kind: str = "check") -> threading.Thread:
+def start(kind: str = "check", engine: str = "kernel", device: str | None = None) -> threading.Thread:
     """Start :func:`warm` in a daemon thread and return it; the interpreter waits for it at exit
     (a compiler thread cut off at shutdown aborts the process)."""
-    thread = threading.Thread(target=warm, args=(kind,), name="mopmc-warmup", daemon=True)
+    thread = threading.Thread(target=warm, args=(kind, engine, device), name="mopmc-warmup", daemon=True)
     thread.start()
     atexit.register(thread.join)
     return thread

@@ -65,13 +65,16 @@ def load(
     *,
     valuations: bool = False,
     warm: str | None = None,
+    warm_engine: str = "kernel",
+    warm_device: str | None = None,
 ) -> LoadedModel:
     """Load and validate a model; parse ``properties`` (PRISM property text) against it.
 
     PRISM (``.prism .nm .pm``) and JANI files are built by Storm's sparse builder and moved out in
     bulk through an uncompressed UMB archive; ``.umb`` files are read directly. ``warm``
     (``"check"`` or ``"convex"``): meanwhile warm the engine up in a thread
-    (:mod:`mopmc.engine.warmup`; Storm's builder releases the GIL).
+    (:mod:`mopmc.engine.warmup`; Storm's builder releases the GIL): ``warm_engine`` (``kernel`` or
+    ``torch``) on ``warm_device``.
     """
     start = time.perf_counter()
     path = resolve_path(path)
@@ -96,7 +99,7 @@ def load(
     if warm is not None:
         from mopmc.engine import warmup
 
-        warmup.start(warm)
+        warmup.start(warm, warm_engine, warm_device)
     built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=valuations)
     kind = storm.model_kind(built)
     t_build = time.perf_counter()
