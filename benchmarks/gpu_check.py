@@ -182,7 +182,10 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     padded = sum(k == "pad" for kind, r in gpu.steps if kind == "run" for k, _ in r.steps)
     floor_s = sweep_bytes(gpu) / floor
     p = cpu.problem
-    graphs = "graphs" if gpu.graphs and not gpu.graph_errors else ("graph capture FAILED: " + gpu.graph_errors[0][:120] if gpu.graphs else "eager")
+    runs = [r for kind, r in gpu.steps if kind == "run"]
+    captured = sum(r.graph is not None for r in runs)
+    graphs = (f"{captured}/{len(runs)} runs as CUDA graphs" + (f", capture FAILED: {gpu.graph_errors[0][:120]}" if gpu.graph_errors else "")
+              if gpu.graphs else "eager")
     rows = [{"case": f"{name}: one kernel call", "states": model.n_states, "objectives": len(objs), "cpu_s": round(k_cpu, 5),
              "torch_s": round(k_gpu, 5), "calls": 1, "max_rel_diff": float(np.max(np.abs(r_gpu.values - r_cpu.values) / np.maximum(1, np.abs(r_cpu.values)))),
              "result": f"{levels} levels ({padded} padded), {graphs}, floor {floor_s * 1e3:.3f} ms, x{k_gpu / floor_s:.0f} floor, "

@@ -373,3 +373,20 @@ def test_cli_convex_engine_torch():
     assert close(gpu.json()["loss"], cpu.json()["loss"])
     bad = run_mopmc("convex", "example:tradeoff", "--prop", prop, "--device", "cpu")
     assert_one_line_error(bad, "--device", "--engine torch")
+
+
+def test_a_failed_graph_capture_leaves_the_run_eager_and_equal():
+    """Capturing fails for real on a machine without CUDA: the run records why and stays eager."""
+    rng = np.random.default_rng(5)
+    model = _layered(rng)
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+    gpu = TorchEngine(model, objs, "cpu", engine=eng)
+    runs = [r for kind, r in gpu.steps if kind == "run"]
+    for r in runs:
+        r.graphs = True  # as on CUDA
+    results = [gpu.optimise(w) for w in ([1.0, 0.0], [0.3, -1.0], [1.0, 0.5])]
+    if not torch.cuda.is_available():
+        assert len(gpu.graph_errors) == len(runs) and all(r.graph is None for r in runs)
+    for w, res in zip(([1.0, 0.0], [0.3, -1.0], [1.0, 0.5]), results):
+        assert close(res.weighted, eng.optimise(w).weighted)

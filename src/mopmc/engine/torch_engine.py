@@ -13,8 +13,8 @@ SCC plan, renumbered problem) by composition and solves each direction on the de
   as the CPU engine) the best choice: 4 to 9 kernels a level. Levels whose padding would more than
   double stay in CSR form: ``index_add_`` and a segmented max over row groups
   (``scatter_reduce('amax')``).
-* **CUDA graphs.** On CUDA each run of consecutive levels is captured once as a CUDA graph (after
-  its first eager run) and replayed for every later direction, on static device buffers; a capture
+* **CUDA graphs.** On CUDA each run of consecutive levels is captured once as a CUDA graph (at the
+  second direction) and replayed for every later direction, on static device buffers; a capture
   that fails leaves its run eager (``graph_errors`` says why) with the same results.
 * **Cyclic SCC blocks** by policy iteration on the device (:mod:`mopmc.engine.torch_cyclic`): dense
   LU for blocks up to ``dense_limit`` states (exact up to rounding, error bound 0), otherwise an

@@ -19,8 +19,9 @@ form (:meth:`TorchEngine._level`), unless it is small (at most ``SMALL`` slots o
 time is its launches, whatever the padding. When the device is too small for the padded layout,
 the engine pads less, then not at all.
 
-:class:`LevelRun` runs consecutive levels; on CUDA it captures them once as a CUDA graph and
-replays it for every later direction: a deep model's thousands of levels cost one launch instead
+:class:`LevelRun` runs consecutive levels; on CUDA it captures them once as a CUDA graph (at the
+second direction, so that single-direction queries never pay for it) and replays it for every later
+direction: a deep model's thousands of levels cost one launch instead
 of a few Python dispatches per kernel.
 """
 
@@ -200,7 +201,7 @@ class DevicePadded:
 
 
 class LevelRun:
-    """Consecutive level steps; on CUDA (``graphs``) captured as one CUDA graph after a first eager run."""
+    """Consecutive level steps; on CUDA (``graphs``) captured as one CUDA graph after two eager runs."""
 
     def __init__(self, engine, steps: list, graphs: bool):
         self.engine = engine
@@ -208,6 +209,7 @@ class LevelRun:
         self.graphs = graphs
         self.graph = None
         self.error: str | None = None
+        self.calls = 0
 
     def eager(self) -> None:
         eng = self.engine
@@ -222,7 +224,9 @@ class LevelRun:
             self.graph.replay()
             return
         self.eager()
-        if self.graphs and self.error is None:
+        self.calls += 1
+        # captured after a second direction: a single-direction query never pays for the capture
+        if self.graphs and self.error is None and self.calls >= 2:
             self._capture()
 
     def _capture(self) -> None:
@@ -240,4 +244,7 @@ class LevelRun:
             self.graph = g
         except Exception as exc:  # noqa: BLE001 - any capture failure: keep the (correct) eager path
             self.error = f"{type(exc).__name__}: {exc}"
-            torch.cuda.synchronize()
+            try:
+                torch.cuda.synchronize()
+            except Exception:  # noqa: BLE001 - no CUDA at all: nothing to wait for
+                pass
