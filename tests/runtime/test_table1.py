@@ -61,3 +61,14 @@ def test_a_trained_agent_runs_at_its_own_policy_frequency(tmp_path):
     spec = dataclasses.replace(SPEC, agent=str(model))
     assert all(s.config.env.policy_frequency == 5.0 for s in spec.settings())
     assert all(s.config.env.policy_frequency == CONFIG.env.policy_frequency for s in SPEC.settings())  # idm
+
+
+def test_table1_on_ray_gives_the_same_rows(tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'mopmc[cluster]')")
+    spec = dataclasses.replace(SPEC, delays=("0.4",), episodes=2)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = run_table1(tmp_path / "ray", spec, ray_address="auto", plot=False)
+    finally:
+        ray.shutdown()
+    assert on_ray.rows == run_table1(tmp_path / "local", spec, workers=0, plot=False).rows

@@ -212,6 +212,7 @@ def table1(
     seed: int = typer.Option(0, "--seed", help="Root seed (the same traffic under every delay)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Runtime config file (JSON or YAML)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Local processes (default: all CPUs; 0 = in this process)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the episodes."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table1.png (needs matplotlib)."),
     fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env)."),
@@ -224,7 +225,7 @@ def table1(
 
         spec = Table1Spec.from_options(delays=delays, episodes=episodes, agent=agent, vehicles=vehicles, seed=seed,
                                        config=config, bootstrap=bootstrap, simulator="fast" if fast else "stock")
-        result = run_table1(out, spec, workers=workers, progress=True, plot=plot)
+        result = run_table1(out, spec, workers=workers, ray_address=ray, progress=True, plot=plot)
         typer.echo(result.markdown)
         typer.echo(f"-> {', '.join(str(p) for p in result.files)}", err=True)
 

@@ -218,12 +218,12 @@ class Table1Result(NamedTuple):
     files: tuple[Path, ...]
 
 
-def run_table1(out: str | Path, spec: Table1Spec, *, workers: int | None = None, progress: bool = False,
-               plot: bool = True) -> Table1Result:
-    """Run (or resume) the sweep in ``out`` and write the table files there."""
+def run_table1(out: str | Path, spec: Table1Spec, *, workers: int | None = None, ray_address: str | None = None,
+               progress: bool = False, plot: bool = True) -> Table1Result:
+    """Run (or resume) the sweep in ``out`` (local processes, or Ray at ``ray_address``) and write the table files there."""
     spec.check()
     out = Path(out)
-    sweep = run_sweep(out, spec.settings(), spec.episodes, workers=workers, progress=progress)
+    sweep = run_sweep(out, spec.settings(), spec.episodes, workers=workers, ray_address=ray_address, progress=progress)
     rows = table_rows(spec, sweep.episodes)
     markdown = render_markdown(rows, spec)
     files = [out / "table1.csv", out / "table1.md", out / "table1.json"]
