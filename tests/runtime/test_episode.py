@@ -1,6 +1,5 @@
 from collections import Counter
 
-import numpy as np
 import pytest
 
 from mopmc.errors import SchedulerError

@@ -1,6 +1,3 @@
-import json
-
-import numpy as np
 import pytest
 
 from mopmc.errors import SchedulerError

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Sequence
 
 import numpy as np
-from scipy.sparse import coo_matrix, csr_matrix, hstack
+from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import breadth_first_order
 
 from mopmc.engine.mec import maximal_end_components

@@ -89,7 +89,7 @@ def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = 
     """The padded layout of every ``("level", L)`` in ``steps`` whose ``n_l x K`` choice slots are
     at most ``waste`` times its choices plus ``small`` (states with many choices beside many states
     with one would blow a large level's grid up; a small level's time is its launches either way)."""
-    rg, ip, tg = p.row_groups, p.indptr, p.targets
+    rg, tg = p.row_groups, p.targets
     n, m = p.n_states, p.rewards.shape[1]
     soc = p.state_of_choice()
     cot = p.choice_of_transition()

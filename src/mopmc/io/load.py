@@ -86,8 +86,6 @@ def load(
         model = read_umb(path, valuations=valuations, source=str(path))
         formulas: tuple = ()
         if properties:
-            from mopmc.errors import PropertyError
-
             formulas = tuple(_parse_without_program(properties, str(path)))
         validate(model)
         return LoadedModel(model, None, formulas, time.perf_counter() - start, "dtmc" if model.is_dtmc else "mdp")

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from mopmc.errors import (
-    ModelFileError,
     ModelSyntaxError,
     PropertyError,
     UndefinedConstantsError,

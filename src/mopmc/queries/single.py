@@ -15,8 +15,6 @@ import math
 import time
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from mopmc.engine.scheduler import Scheduler
 from mopmc.errors import InfiniteValueError, PropertyError
 from mopmc.model.sparse_mdp import SparseMDP
