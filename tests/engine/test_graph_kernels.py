@@ -126,3 +126,44 @@ def test_reach_and_restricted_sccs_equal_the_sub_problem_computed_afresh(seed, n
     fresh = state_sccs(sub)
     np.testing.assert_array_equal(_canonical(mine.label), _canonical(fresh.label))
     np.testing.assert_array_equal(mine.height[mine.label], fresh.height[fresh.label])
+
+
+def _restrict_reference(p, keep_states, keep_choices):
+    """The restriction written out in numpy (how ``restrict`` read before its compiled pass)."""
+    soc = np.repeat(np.arange(p.n_states), np.diff(p.row_groups))
+    keep_c = keep_states[soc] if keep_choices is None else (keep_choices & keep_states[soc])
+    state_map = np.full(p.n_states, -1, np.int64)
+    state_map[keep_states] = np.arange(int(keep_states.sum()))
+    origin = np.flatnonzero(keep_c)
+    rg = np.zeros(int(keep_states.sum()) + 1, np.int64)
+    np.cumsum(np.bincount(state_map[soc[origin]], minlength=len(rg) - 1), out=rg[1:])
+    return state_map, origin, rg
+
+
+def test_restrict_maps_equal_the_numpy_reference():
+    from mopmc.engine.problem import Problem, restrict
+
+    rng = np.random.default_rng(1)
+    for trial in range(200):
+        n = int(rng.integers(1, 40))
+        rg = np.concatenate(([0], np.cumsum(rng.integers(0, 4, size=n)))).astype(np.int64)
+        nc = int(rg[-1])
+        ip = np.concatenate(([0], np.cumsum(rng.integers(0, 4, size=nc)))).astype(np.int64)
+        tg = rng.integers(0, n, size=int(ip[-1])).astype(np.int64)
+        p = Problem(rg, ip, tg, rng.uniform(0, 1, size=len(tg)), rng.uniform(size=(nc, 2)), rng.random(nc) < 0.2, int(rng.integers(0, n)))
+        keep_states = rng.random(n) < 0.6
+        keep_choices = (rng.random(nc) < 0.7) if trial % 2 else None
+        r = restrict(p, keep_states, keep_choices)
+        state_map, origin, new_rg = _restrict_reference(p, keep_states, keep_choices)
+        if keep_states.all() and (keep_choices is None or keep_choices.all()):
+            assert r.problem is p
+            continue
+        assert np.array_equal(r.state_map, state_map) and np.array_equal(r.choice_origin, origin)
+        assert np.array_equal(r.problem.row_groups, new_rg)
+        assert np.array_equal(r.problem.rewards, p.rewards[origin])
+        # every kept transition, renumbered; transitions into removed states make an exit
+        for c_new, c in enumerate(origin):
+            kept = [(state_map[t], q) for t, q in zip(tg[ip[c]:ip[c + 1]], p.probs[ip[c]:ip[c + 1]]) if state_map[t] >= 0]
+            a, b = r.problem.indptr[c_new], r.problem.indptr[c_new + 1]
+            assert list(zip(r.problem.targets[a:b], r.problem.probs[a:b])) == kept
+            assert r.problem.exits[c_new] == (p.exits[c] or len(kept) < ip[c + 1] - ip[c])

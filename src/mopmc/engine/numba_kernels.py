@@ -345,6 +345,36 @@ def evaluate_pass(order, indptr, targets, probs, chosen, rewards, values):
 
 
 @_lazy
+def restrict_maps(row_groups, keep_states, keep_choices, use_choices):
+    """One pass of a restriction: the new number of each kept state (``-1``: removed), the kept
+    choices in order (``origin``) and the new row groups; ``keep_choices`` only when ``use_choices``."""
+    n = row_groups.shape[0] - 1
+    state_map = np.full(n, -1, np.int64)
+    ns = 0
+    nc = 0
+    for s in range(n):
+        if keep_states[s]:
+            state_map[s] = ns
+            ns += 1
+            for c in range(row_groups[s], row_groups[s + 1]):
+                if not use_choices or keep_choices[c]:
+                    nc += 1
+    origin = np.empty(nc, np.int64)
+    rg = np.zeros(ns + 1, np.int64)
+    i = 0
+    j = 0
+    for s in range(n):
+        if keep_states[s]:
+            for c in range(row_groups[s], row_groups[s + 1]):
+                if not use_choices or keep_choices[c]:
+                    origin[i] = c
+                    i += 1
+            j += 1
+            rg[j] = i
+    return state_map, origin, rg
+
+
+@_lazy
 def gather_choices(indptr, targets, probs, origin, state_map):
     """The choices ``origin`` of a CSR (``-1``: an empty choice), targets renumbered by ``state_map``;
     transitions into removed states (``state_map < 0``) are dropped. Returns the new ``indptr``,

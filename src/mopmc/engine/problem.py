@@ -93,18 +93,13 @@ def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | Non
     The caller must keep at least one choice of every kept state. Keeping everything returns ``p``
     itself (no copy) with identity maps.
     """
-    n = p.n_states
     if keep_states.all() and (keep_choices is None or keep_choices.all()):
         return _identity(p)
     from mopmc.engine import numba_kernels as nk
 
-    soc = p.state_of_choice()
-    keep_c = keep_states[soc] if keep_choices is None else (keep_choices & keep_states[soc])
-    state_map = np.full(n, -1, np.int64)
-    state_map[keep_states] = np.arange(int(keep_states.sum()), dtype=np.int64)
-    origin = np.flatnonzero(keep_c)
-    new_rg = np.zeros(int(keep_states.sum()) + 1, np.int64)
-    np.cumsum(np.bincount(state_map[soc[origin]], minlength=len(new_rg) - 1), out=new_rg[1:])
+    use = keep_choices is not None
+    state_map, origin, new_rg = nk.restrict_maps(p.row_groups, np.ascontiguousarray(keep_states, np.bool_),
+                                                 np.ascontiguousarray(keep_choices if use else np.zeros(0), np.bool_), use)
     ip, tg, pr, lost = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
     exits = p.exits[origin] | lost
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
