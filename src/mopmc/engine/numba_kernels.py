@@ -350,28 +350,21 @@ def restrict_maps(row_groups, keep_states, keep_choices, use_choices):
     choices in order (``origin``) and the new row groups; ``keep_choices`` only when ``use_choices``."""
     n = row_groups.shape[0] - 1
     state_map = np.full(n, -1, np.int64)
-    ns = 0
-    nc = 0
-    for s in range(n):
-        if keep_states[s]:
-            state_map[s] = ns
-            ns += 1
-            for c in range(row_groups[s], row_groups[s + 1]):
-                if not use_choices or keep_choices[c]:
-                    nc += 1
-    origin = np.empty(nc, np.int64)
-    rg = np.zeros(ns + 1, np.int64)
+    origin = np.empty(row_groups[n], np.int64)
+    rg = np.zeros(n + 1, np.int64)
+    kept = 0
     i = 0
-    j = 0
     for s in range(n):
-        if keep_states[s]:
-            for c in range(row_groups[s], row_groups[s + 1]):
-                if not use_choices or keep_choices[c]:
-                    origin[i] = c
-                    i += 1
-            j += 1
-            rg[j] = i
-    return state_map, origin, rg
+        if not keep_states[s]:
+            continue
+        for c in range(row_groups[s], row_groups[s + 1]):
+            if not use_choices or keep_choices[c]:
+                origin[i] = c
+                i += 1
+        state_map[s] = kept
+        kept += 1
+        rg[kept] = i
+    return state_map, origin[:i].copy(), rg[:kept + 1].copy()
 
 
 @_lazy
