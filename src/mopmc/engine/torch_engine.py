@@ -147,7 +147,7 @@ class TorchEngine:
         check_every: iterative sweeps between convergence checks (each check is one host sync).
         engine: an already prepared CPU engine for the same model and objectives (skips preprocessing).
         padded: acyclic levels in padded dense form (:mod:`mopmc.engine.torch_levels`) where that at
-            most doubles their size; ``False``: all in CSR form.
+            most doubles a large level's size (small levels always); ``False``: all in CSR form.
         graphs: capture runs of levels as CUDA graphs (default: on CUDA); ``graph_errors`` lists
             captures that failed (those runs stay eager, with the same results).
     """

@@ -21,8 +21,8 @@ the engine pads less, then not at all.
 
 :class:`LevelRun` runs consecutive levels; on CUDA it captures them once as a CUDA graph (at the
 second direction, so that single-direction queries never pay for it) and replays it for every later
-direction: a deep model's thousands of levels cost one launch instead
-of a few Python dispatches per kernel.
+direction: a deep model's thousands of levels cost one launch instead of a few Python dispatches
+per kernel.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ class PaddedLayout(NamedTuple):
     prob: np.ndarray  # (transition slots,) float64
     den: np.ndarray  # (slots,) 1 - p_self, 1 for invalid slots
     neg: np.ndarray  # (slots,) 0 or -inf
-    rewards: np.ndarray  # (slots, m), 0 for invalid slots
+    RR: np.ndarray  # (slots, 1 + m): column 0 for rho (set per direction), then the rewards; 0 for invalid slots
     choice: np.ndarray  # (slots,) the global choice, -1 for invalid slots
     slot_base: np.ndarray  # (n,) first slot of each state of a padded level, -1 elsewhere
     over_slot: np.ndarray  # (overflow,) the slot (within its level) of each overflow transition
@@ -66,9 +66,9 @@ class PaddedLayout(NamedTuple):
 
     @property
     def nbytes(self) -> int:
-        arrays = (self.target, self.prob, self.den, self.neg, self.rewards, self.choice, self.slot_base,
+        arrays = (self.target, self.prob, self.den, self.neg, self.RR, self.choice, self.slot_base,
                   self.over_slot, self.over_target, self.over_prob)
-        return sum(a.nbytes for a in arrays) + self.den.nbytes  # + the weighted column of [rho | rewards]
+        return sum(a.nbytes for a in arrays)
 
 
 def _width(ns: np.ndarray, slots: int) -> int:
@@ -80,8 +80,8 @@ def _width(ns: np.ndarray, slots: int) -> int:
     above = np.cumsum(hist[::-1])[::-1] - hist  # choices with more than t transitions
     above_sum = np.cumsum((v * hist)[::-1])[::-1] - v * hist  # their transitions
     t = np.arange(1, max(len(hist), 2))
-    over = above_sum[np.minimum(t, len(hist) - 1)] - t * above[np.minimum(t, len(hist) - 1)]
-    over[t >= len(hist) - 1] = 0
+    top = np.minimum(t, len(hist) - 1)  # no choice has more than len(hist) - 1: no overflow from there on
+    over = above_sum[top] - t * above[top]
     return int(t[np.argmin(slots * t + 3 * over)])
 
 
@@ -116,7 +116,7 @@ def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = 
     prob = np.zeros(t0)
     dens = np.ones(s0)
     neg = np.full(s0, -np.inf)
-    rewards = np.zeros((s0, m))
+    RR = np.zeros((s0, m + 1))
     choice = np.full(s0, -1, np.int64)
     slot_base = np.full(n, -1, np.int64)
     over_slot = np.zeros(o0, np.int64)
@@ -130,7 +130,7 @@ def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = 
         slot = (soc[c] - a) * K + (c - rg[soc[c]])  # within the level
         ok = ~self_only[c]
         vs, vc = P.s0 + slot[ok], c[ok]
-        choice[vs], dens[vs], neg[vs], rewards[vs] = vc, den[vc], 0.0, p.rewards[vc]
+        choice[vs], dens[vs], neg[vs], RR[vs, 1:] = vc, den[vc], 0.0, p.rewards[vc]
         k = np.arange(L.k0, L.k1)[other[L.k0:L.k1]]
         kc = cot[k] - L.c0
         c_ns = ns[L.c0:L.c1]
@@ -140,7 +140,7 @@ def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = 
         target[at], prob[at] = tg[k[inside]], p.probs[k[inside]]
         out = ~inside
         over_slot[P.o0:P.o1], over_target[P.o0:P.o1], over_prob[P.o0:P.o1] = slot[kc[out]], tg[k[out]], p.probs[k[out]]
-    return PaddedLayout(chosen, target, prob, dens, neg, rewards, choice, slot_base, over_slot, over_target, over_prob)
+    return PaddedLayout(chosen, target, prob, dens, neg, RR, choice, slot_base, over_slot, over_target, over_prob)
 
 
 class DevicePadded:
@@ -161,11 +161,7 @@ class DevicePadded:
         self.over_slot = put(layout.over_slot, torch.int64)
         self.over_target = put(layout.over_target, torch.int64)
         self.over_prob = put(layout.over_prob, torch.float64)[:, None]
-        self.has = bool((layout.slot_base >= 0).any())
-        m = layout.rewards.shape[1]
-        RR = np.zeros((len(layout.den), m + 1))
-        RR[:, 1:] = layout.rewards
-        self.RR = put(RR, torch.float64)
+        self.RR = put(layout.RR, torch.float64)
 
     def set_direction(self, w) -> None:
         """``RR[:, 0] = rewards @ w`` (invalid slots stay 0)."""
@@ -192,8 +188,6 @@ class DevicePadded:
 
     def choices(self, arg, choice) -> None:
         """The chosen global choice of every state of a padded level into ``choice`` (in place)."""
-        if not self.has:
-            return
         torch = self.torch
         base = self.slot_base
         picked = self.choice.index_select(0, (base + arg).clamp_(min=0))
@@ -230,7 +224,7 @@ class LevelRun:
             self._capture()
 
     def _capture(self) -> None:
-        """Record :meth:`eager` (the eager run just before was its warm-up); on failure stay eager."""
+        """Record :meth:`eager` after a warm-up run on the capture stream; on failure stay eager."""
         torch = self.engine.torch
         try:
             s = self.engine.capture_stream()

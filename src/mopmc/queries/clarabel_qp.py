@@ -6,20 +6,21 @@ them through cvxpy costs tens of milliseconds each, solving them directly a mill
 
 * :func:`lower`: ``min loss(z)`` over the outer polytope ``W z <= b`` and the box;
 * :func:`upper`: ``min loss(V' lam)`` over ``lam >= 0``, ``sum lam = 1`` and the box on ``V' lam``;
-* :func:`nearest`: the point of ``conv(V)`` nearest to ``z``.
+* :func:`min_norm_point`: the point of ``conv(V)`` nearest to ``z`` (Wolfe's algorithm; the
+  query's cutting direction, and the upper program when there is no box).
 
 Same tolerances as the cvxpy path (tight first; the solver's defaults when it cannot reach them).
 """
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
 
-_TIGHT = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_ktratio": 1e-9, "max_iter": 500}
+#: tight tolerances (the cvxpy path of :mod:`mopmc.queries.convex` uses them too)
+TIGHT = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_ktratio": 1e-9, "max_iter": 500}
 
 
 class Quadratic(NamedTuple):
@@ -78,7 +79,7 @@ def _solve(P, q, A_eq, b_eq, A_ub, b_ub):
         settings = clarabel.DefaultSettings()
         settings.verbose = False
         if tight:
-            for key, value in _TIGHT.items():
+            for key, value in TIGHT.items():
                 setattr(settings, key, value)
         sol = clarabel.DefaultSolver(Pu, np.asarray(q, float), A, b, cones, settings).solve()
         if sol.status == S.Solved:
@@ -122,21 +123,6 @@ def upper(quad: Quadratic, V: np.ndarray, lo: np.ndarray, up: np.ndarray, start=
                   np.concatenate((np.zeros(k), h)))
 
 
-def nearest(V: np.ndarray, z: np.ndarray, start=None):
-    """``(point, lam)``: the point of ``conv(V)`` nearest to ``z`` (Euclidean) and its weights:
-    Wolfe's algorithm (from the corral ``start``), else a Clarabel QP; None when both fail."""
-    got = min_norm_point(V, z, start)
-    if got is not None:  # a direction is all it serves: a stalled answer will do (the caller checks it)
-        return got[0], got[1]
-    k = len(V)
-    status, lam = _solve(2.0 * (V @ V.T), -2.0 * (V @ np.asarray(z, float)), np.ones((1, k)), np.ones(1), -np.eye(k), np.zeros(k))
-    if status != "optimal":
-        return None
-    lam = np.clip(lam, 0.0, None)
-    total = lam.sum()
-    return ((lam / total) @ V, lam / total) if total > 0 and math.isfinite(total) else None
-
-
 def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int | None = None):
     """``(point, lam, converged)``: the point of ``conv(V)`` nearest to ``z`` and its convex weights, by Wolfe's
     algorithm (1976): exact in finitely many steps, a corral of at most ``m + 1`` affinely
@@ -145,7 +131,7 @@ def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int | Non
     which saves most major steps. In floating point the distance may stop decreasing before the
     optimality test passes (nearly dependent vertices): then, or after ``max_iter`` major steps
     (default ``50 (m + 1) + 100``), the best point so far is returned with ``converged`` False: a
-    point of ``conv(V)`` either way."""
+    point of ``conv(V)`` either way, never None."""
     P = np.asarray(V, float) - np.asarray(z, float)
     k, m = P.shape
     norms = np.einsum("ij,ij->i", P, P)
@@ -200,12 +186,12 @@ def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int | Non
             keep[np.argmax(lam)] = True
             S = [s for s, kept in zip(S, keep) if kept]
             lam = lam[keep] / lam[keep].sum()
-    return answer(best[1], best[2], False) if best is not None else None
+    return answer(best[1], best[2], False) if best is not None else answer(S, lam, False)
 
 
 def unboxed_upper(quad: Quadratic, V: np.ndarray, start=None):
     """``lam`` minimising ``|L' V' lam - c|^2`` over the simplex (no box): the point of
     ``conv(V L)`` nearest to ``c``, by Wolfe's algorithm. None when it stalls short of optimality
     (then the caller solves the QP)."""
-    got = min_norm_point(V @ quad.L, quad.c, start)
-    return got[1] if got is not None and got[2] else None
+    _, lam, converged = min_norm_point(V @ quad.L, quad.c, start)
+    return lam if converged else None

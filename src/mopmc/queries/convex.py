@@ -37,8 +37,6 @@ from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
 from mopmc.queries import clarabel_qp as qp
 
 DUPLICATE = 1e-12
-_CLARABEL = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_ktratio": 1e-9,
-             "max_iter": 500}
 
 
 def _cp():
@@ -252,7 +250,7 @@ def _solve(problem) -> str:
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Solution may be inaccurate")
         try:
-            problem.solve(solver=cp.CLARABEL, **_CLARABEL)
+            problem.solve(solver=cp.CLARABEL, **qp.TIGHT)
         except cp.error.SolverError:
             problem.solve(solver=cp.CLARABEL)
         if problem.status.endswith("_inaccurate"):
@@ -310,30 +308,19 @@ def _upper(poly: _Polytopes, loss: Loss, lo, up):
     return loss.value(point), weights, point
 
 
-def _nearest(V: np.ndarray, z: np.ndarray, poly: _Polytopes | None = None) -> np.ndarray:
-    """The point of conv(V) nearest to ``z`` (Euclidean); ``poly`` keeps the last support (a warm start)."""
-    got = qp.nearest(V, z, None if poly is None else poly.nearest_support)
-    if got is not None:
-        if poly is not None:
-            poly.nearest_support = np.flatnonzero(got[1] > 0)
-        return got[0]
-    cp = _cp()
-    lam = cp.Variable(len(V), nonneg=True)
-    prob = cp.Problem(cp.Minimize(cp.sum_squares(V.T @ lam - z)), [cp.sum(lam) == 1])
-    _solve(prob)
-    w = np.clip(np.asarray(lam.value, float), 0.0, None)
-    return (w / w.sum()) @ V
-
-
-def _direction(V: np.ndarray, z: np.ndarray, poly: _Polytopes | None = None) -> np.ndarray | None:
-    """A unit direction ``w`` with ``w . z > max_v w . v``: the normalised difference from the
-    nearest point of conv(V) to ``z``; when the QP is too inaccurate to separate (vertices very
-    close together), the LP direction maximising ``w . z - max_v w . v`` over ``|w|_inf <= 1``.
+def _direction(poly: _Polytopes, z: np.ndarray) -> np.ndarray | None:
+    """A unit direction ``w`` with ``w . z > max_v w . v`` (``V``: the inner polytope's vertices):
+    the normalised difference from the nearest point of conv(V) to ``z`` (Wolfe's algorithm, from
+    the last answer's support); when that is too inaccurate to separate (vertices very close
+    together), the LP direction maximising ``w . z - max_v w . v`` over ``|w|_inf <= 1``.
     ``None`` when ``z`` lies in conv(V) to rounding."""
     from scipy.optimize import linprog
 
+    V = poly.V
     scale = max(1.0, float(np.max(np.abs(V))), float(np.max(np.abs(z))))
-    d = z - _nearest(V, z, poly)
+    point, lam, _ = qp.min_norm_point(V, z, poly.nearest_support)  # a stalled answer will do: checked below
+    poly.nearest_support = np.flatnonzero(lam > 0)
+    d = z - point
     norm = float(np.linalg.norm(d))
     if norm > 0:
         w = d / norm
@@ -478,7 +465,7 @@ def convex_query(
             break
         if it >= max_iter:
             break
-        w = _direction(poly.V, low[1], poly)
+        w = _direction(poly, low[1])
         if w is None:
             status = "stalled"  # the lower point is (numerically) achievable, yet the gap is open: solver precision
             break
