@@ -179,10 +179,10 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     k_cpu = time_kernel(cpu, w, dev)
     k_gpu = time_kernel(gpu, w, dev)
     levels = gpu.levels
-    padded = sum(k == "pad" for kind, r in gpu.steps if kind == "run" for k, _ in r.steps)
+    padded = sum(kind == "pad" for kind, _ in gpu.level_steps)
     floor_s = sweep_bytes(gpu) / floor
     p = cpu.problem
-    runs = [r for kind, r in gpu.steps if kind == "run"]
+    runs = gpu.runs
     captured = sum(r.graph is not None for r in runs)
     graphs = (f"{captured}/{len(runs)} runs as CUDA graphs" + (f", capture FAILED: {gpu.graph_errors[0][:120]}" if gpu.graph_errors else "")
               if gpu.graphs else "eager")

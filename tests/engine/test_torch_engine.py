@@ -155,11 +155,11 @@ def test_padded_levels_hybrid_layout_and_csr_fallback(device):
     eng = Engine(model, objs, renumber="always")
     gpu = TorchEngine(model, objs, device, engine=eng)
     csr = TorchEngine(model, objs, device, engine=eng, padded=False)
-    steps = [st_ for kind, run in gpu.steps if kind == "run" for st_ in run.steps]
+    steps = gpu.level_steps
     pads = [P for kind, P in steps if kind == "pad"]
     assert any(P.K > 1 for P in pads) and any(P.o1 > P.o0 for P in pads) and any(P.T > 1 for P in pads)
     assert any(kind == "level" for kind, _ in steps), "the 150-choice level should stay in CSR form"
-    assert all(k == "level" for kind, run in csr.steps if kind == "run" for k, _ in run.steps)
+    assert all(kind == "level" for kind, _ in csr.level_steps)
     for w in ([1.0, 0.0], [0.0, 1.0], [1.0, 0.5], [0.3, -1.0]):
         ref = eng.optimise(w)
         for e in (gpu, csr):
@@ -354,7 +354,7 @@ def test_a_device_too_small_for_the_padded_layout_pads_less(monkeypatch):
     csr = TorchEngine(model, objs, "cpu", engine=eng, padded=False)
 
     def pads(e):
-        return sum(k == "pad" for kind, r in e.steps if kind == "run" for k, _ in r.steps)
+        return sum(kind == "pad" for kind, _ in e.level_steps)
 
     assert full.memory.needed > csr.memory.needed and pads(full) > 0
     monkeypatch.setattr(te, "_free_bytes", lambda device: int(csr.memory.needed / 0.9) + 1)
@@ -382,7 +382,7 @@ def test_a_failed_graph_capture_leaves_the_run_eager_and_equal():
     objs = total_objectives(2, ["max", "min"])
     eng = Engine(model, objs, renumber="always")
     gpu = TorchEngine(model, objs, "cpu", engine=eng)
-    runs = [r for kind, r in gpu.steps if kind == "run"]
+    runs = gpu.runs
     for r in runs:
         r.graphs = True  # as on CUDA
     results = [gpu.optimise(w) for w in ([1.0, 0.0], [0.3, -1.0], [1.0, 0.5])]

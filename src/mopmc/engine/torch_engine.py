@@ -189,6 +189,7 @@ class TorchEngine:
         self._pool = self._stream = None
         self.timings = {"preprocess": time.perf_counter() - t0}
         self.memory = None
+        self.steps: list = []  # filled by the upload: runs of levels and cyclic blocks
         if self.cpu.trivial:
             return
         self._upload()
@@ -257,7 +258,6 @@ class TorchEngine:
         self.arg = torch.zeros(p.n_states, device=dev, dtype=torch.int64)
         self.padded = DevicePadded(torch, layout, dev) if pads else None
         # runs of consecutive levels (one CUDA graph each), and the cyclic blocks between them
-        self.steps: list = []
         for i, (kind, L) in enumerate(steps):
             if kind == "block":
                 self.steps.append(("block", DeviceBlock(self, L, p)))
@@ -266,7 +266,6 @@ class TorchEngine:
             if not self.steps or self.steps[-1][0] != "run":
                 self.steps.append(("run", LevelRun(self, [], self.graphs)))
             self.steps[-1][1].steps.append(step)
-        self.levels = sum(len(r.steps) for kind, r in self.steps if kind == "run")
 
     def graph_pool(self):
         """One memory pool shared by all captured runs (replayed in capture order, never concurrently)."""
@@ -280,9 +279,23 @@ class TorchEngine:
         return self._stream
 
     @property
+    def runs(self) -> list:
+        """The runs of consecutive levels (:class:`~mopmc.engine.torch_levels.LevelRun`), in order."""
+        return [r for kind, r in self.steps if kind == "run"]
+
+    @property
+    def levels(self) -> int:
+        return len(self.level_steps)
+
+    @property
+    def level_steps(self) -> list:
+        """Every level in order: ``("pad", PadLevel)`` (padded form) or ``("level", _Level)`` (CSR form)."""
+        return [step for r in self.runs for step in r.steps]
+
+    @property
     def graph_errors(self) -> list[str]:
         """Why captures failed (their runs stay eager); empty when all ran as graphs or graphs are off."""
-        return [r.error for kind, r in self.steps if kind == "run" and r.error]
+        return [r.error for r in self.runs if r.error]
 
     def _steps(self, p) -> list[tuple[str, _Level]]:
         """The plan as contiguous ranges: every level of a pass step, and every cycles step."""
