@@ -333,16 +333,119 @@ def test_cli_engine_torch():
 
 
 def test_padded_width_minimises_slots_plus_overflow():
-    from mopmc.engine.torch_levels import _width
+    """``pad_plan``'s ``T`` per level against brute force over every width, with its ``K`` and overflow."""
+    from mopmc.engine import numba_kernels as nk
 
     rng = np.random.default_rng(0)
-    for _ in range(500):
-        ns = rng.integers(0, rng.integers(1, 30), size=rng.integers(1, 50))
-        if rng.random() < 0.3:
+    for _ in range(300):
+        n_l = int(rng.integers(1, 12))
+        ks = rng.integers(0, 4, size=n_l)
+        ns = rng.integers(0, rng.integers(1, 30), size=int(ks.sum()))
+        if rng.random() < 0.3 and len(ns):
             ns[:3] = rng.integers(0, 200)
-        slots = int(rng.integers(len(ns), 3 * len(ns) + 1))
+        rg = np.concatenate(([0], np.cumsum(ks))).astype(np.int64)
+        ip, tg = [0], []
+        for c in range(len(ns)):
+            s = int(np.searchsorted(rg, c, side="right") - 1)
+            succ = [n_l + j for j in range(int(ns[c]))] + [s] * int(rng.integers(0, 2))  # others, and maybe a self-loop
+            rng.shuffle(succ)
+            tg += succ
+            ip.append(len(tg))
+        rg = np.concatenate((rg, [rg[-1]] * 300))  # the successors: states without choices
+        K, T, over, padded = nk.pad_plan(rg, np.array(ip, np.int64), np.array(tg, np.int64), np.array([[0, n_l]], np.int64), 2.0, 10**6)
+        slots = n_l * max(int(ks.max()), 1)
+        assert padded[0] and K[0] == max(int(ks.max()), 1)
+        if not len(ns):
+            assert T[0] == 1 and over[0] == 0
+            continue
         costs = {t: slots * t + 3 * int(np.maximum(ns - t, 0).sum()) for t in range(1, max(int(ns.max()), 1) + 1)}
-        assert _width(ns, slots) == min(costs, key=lambda t: (costs[t], t))
+        best = min(costs, key=lambda t: (costs[t], t))
+        assert T[0] == best and over[0] == int(np.maximum(ns - best, 0).sum())
+    # a level whose slots would more than double (plus small) is not padded
+    rg = np.array([0, 5, 6, 7, 8], np.int64)
+    ip = np.arange(9, dtype=np.int64)
+    tg = np.full(8, 3, np.int64)
+    _, _, _, padded = nk.pad_plan(rg, ip, tg, np.array([[0, 3]], np.int64), 2.0, 0)
+    assert not padded[0]  # 3 x 5 slots > 2 x 7 choices
+    _, _, _, padded = nk.pad_plan(rg, ip, tg, np.array([[0, 3]], np.int64), 2.0, 1)
+    assert padded[0]
+
+
+def _pad_levels_reference(p, steps, self_only, den, waste, small):
+    """The padded layout in numpy, level by level (the compiled ``pad_levels`` must equal it)."""
+    from mopmc.engine.torch_levels import PadLevel
+
+    rg, tg = p.row_groups, p.targets
+    n, m = p.n_states, p.rewards.shape[1]
+    soc, cot = p.state_of_choice(), p.choice_of_transition()
+    other = tg != soc[cot]
+    ns = np.bincount(cot[other], minlength=p.n_choices)
+    ks = np.diff(rg)
+    chosen, s0, t0, o0 = {}, 0, 0, 0
+    for i, (kind, L) in enumerate(steps):
+        if kind != "level":
+            continue
+        n_l, nc_l = L.b - L.a, L.c1 - L.c0
+        K = max(int(ks[L.a:L.b].max()), 1)
+        if n_l * K > waste * nc_l + small:
+            continue
+        c_ns = ns[L.c0:L.c1]
+        if nc_l:
+            costs = {t: n_l * K * t + 3 * int(np.maximum(c_ns - t, 0).sum()) for t in range(1, max(int(c_ns.max()), 1) + 1)}
+            T = min(costs, key=lambda t: (costs[t], t))
+        else:
+            T = 1
+        over = int(np.maximum(c_ns - T, 0).sum())
+        chosen[i] = PadLevel(L.a, L.b, K, T, s0, t0, o0, o0 + over)
+        s0, t0, o0 = s0 + n_l * K, t0 + n_l * K * T, o0 + over
+    target, prob = np.full(t0, n, np.int64), np.zeros(t0)
+    dens, neg, RR = np.ones(s0), np.full(s0, -np.inf), np.zeros((s0, m + 1))
+    choice, slot_base = np.full(s0, -1, np.int64), np.full(n, -1, np.int64)
+    over_slot, over_target, over_prob = np.zeros(o0, np.int64), np.zeros(o0, np.int64), np.zeros(o0)
+    for i, P in chosen.items():
+        L = steps[i][1]
+        a, K, T = P.a, P.K, P.T
+        slot_base[a:P.b] = P.s0 + np.arange(P.b - a) * K
+        c = np.arange(L.c0, L.c1)
+        slot = (soc[c] - a) * K + (c - rg[soc[c]])
+        ok = ~self_only[c]
+        vs, vc = P.s0 + slot[ok], c[ok]
+        choice[vs], dens[vs], neg[vs], RR[vs, 1:] = vc, den[vc], 0.0, p.rewards[vc]
+        k = np.arange(L.k0, L.k1)[other[L.k0:L.k1]]
+        kc = cot[k] - L.c0
+        c_ns = ns[L.c0:L.c1]
+        pos = np.arange(len(k)) - (np.cumsum(c_ns) - c_ns)[kc]
+        inside = pos < T
+        at = P.t0 + slot[kc[inside]] * T + pos[inside]
+        target[at], prob[at] = tg[k[inside]], p.probs[k[inside]]
+        out = ~inside
+        over_slot[P.o0:P.o1], over_target[P.o0:P.o1], over_prob[P.o0:P.o1] = slot[kc[out]], tg[k[out]], p.probs[k[out]]
+    return chosen, (target, prob, dens, neg, RR, choice, slot_base, over_slot, over_target, over_prob)
+
+
+@pytest.mark.parametrize("case", ["layered", "random"])
+@pytest.mark.parametrize("small", [4096, 64, 0])
+def test_compiled_padded_layout_equals_numpy_reference(case, small):
+    from mopmc.engine.torch_levels import pad_levels
+
+    rng = np.random.default_rng(11)
+    if case == "layered":
+        model, objs = _layered(rng), total_objectives(2, ["max", "min"])
+    else:
+        model = zero_end_components(random_mdp(rng, 300, 3, zero_frac=0.5))
+        objs = total_objectives(3, ["max", "min", "max"])
+    eng = Engine(model, objs, renumber="always")
+    gpu = TorchEngine(model, objs, "cpu", engine=eng, padded=False)
+    p = eng.problem
+    steps = gpu._steps(p)
+    soc, cot = p.state_of_choice(), p.choice_of_transition()
+    loop = p.targets == soc[cot]
+    den = 1.0 - np.bincount(cot[loop], weights=p.probs[loop], minlength=p.n_choices)
+    got = pad_levels(p, steps, eng.self_only, den, small=small)
+    levels, arrays = _pad_levels_reference(p, steps, eng.self_only, den, 2.0, small)
+    assert got.levels == levels and len(levels) > 0
+    for name, a, b in zip(got._fields[1:], got[1:], arrays):
+        assert a.dtype == b.dtype and np.array_equal(a, b), name
 
 
 def test_a_device_too_small_for_the_padded_layout_pads_less(monkeypatch):

@@ -60,6 +60,18 @@ def reverse_index_csr(n_states, indptr, targets):
 
 
 @_lazy
+def self_loop_probs(row_groups, indptr, targets, probs):
+    """Per choice: the probability of returning to its own state (summed in transition order)."""
+    out = np.zeros(indptr.shape[0] - 1, np.float64)
+    for s in range(row_groups.shape[0] - 1):
+        for c in range(row_groups[s], row_groups[s + 1]):
+            for k in range(indptr[c], indptr[c + 1]):
+                if targets[k] == s:
+                    out[c] += probs[k]
+    return out
+
+
+@_lazy
 def self_loop_states(row_groups, indptr, targets):
     """Per state: some transition of one of its choices leads back to it."""
     n = row_groups.shape[0] - 1
@@ -414,3 +426,115 @@ def self_only(row_groups, indptr, targets, exits):
                     break
             out[c] = ok
     return out
+
+
+@_lazy
+def pad_plan(row_groups, indptr, targets, bounds, waste, small):
+    """The padded shape of each level ``bounds[i] = (a, b)`` (states): ``K`` (most choices of a
+    state, at least 1) and ``T`` (transition slots per choice slot, minimising ``slots * T + 3 *
+    overflow``, where an overflow entry costs about three padded ones: a gather, a product and an
+    atomic add), the overflow count, and whether the level is padded (``n_l * K <= waste * choices +
+    small``); ``T = over = 0`` when it is not."""
+    L = bounds.shape[0]
+    K = np.ones(L, np.int64)
+    T = np.zeros(L, np.int64)
+    over = np.zeros(L, np.int64)
+    padded = np.zeros(L, np.bool_)
+    for i in range(L):
+        a, b = bounds[i, 0], bounds[i, 1]
+        k = 1
+        for s in range(a, b):
+            k = max(k, row_groups[s + 1] - row_groups[s])
+        K[i] = k
+        nc = row_groups[b] - row_groups[a]
+        slots = (b - a) * k
+        if slots > waste * nc + small:
+            continue
+        padded[i] = True
+        if nc == 0:
+            T[i] = 1
+            continue
+        top = 0  # the most transitions to other states of a choice
+        for s in range(a, b):
+            for c in range(row_groups[s], row_groups[s + 1]):
+                cnt = 0
+                for j in range(indptr[c], indptr[c + 1]):
+                    if targets[j] != s:
+                        cnt += 1
+                top = max(top, cnt)
+        hist = np.zeros(top + 1, np.int64)
+        for s in range(a, b):
+            for c in range(row_groups[s], row_groups[s + 1]):
+                cnt = 0
+                for j in range(indptr[c], indptr[c + 1]):
+                    if targets[j] != s:
+                        cnt += 1
+                hist[cnt] += 1
+        # above[t], above_sum[t]: choices with more than t transitions, and their transitions
+        above = 0
+        above_sum = 0
+        best_t, best = 1, -1
+        costs = np.zeros(max(top, 1) + 1, np.int64)
+        for t in range(top, -1, -1):
+            if t >= 1:
+                costs[t] = slots * t + 3 * (above_sum - t * above)
+            above += hist[t]
+            above_sum += t * hist[t]
+        if top < 1:
+            costs[1] = slots  # no choice has a transition to another state: no overflow
+        for t in range(1, max(top, 1) + 1):
+            if best < 0 or costs[t] < best:
+                best, best_t = costs[t], t
+        T[i] = best_t
+        o = 0
+        for v in range(best_t + 1, top + 1):
+            o += (v - best_t) * hist[v]
+        over[i] = o
+    return K, T, over, padded
+
+
+@_lazy
+def pad_fill(row_groups, indptr, targets, probs, rewards, self_only, den, bounds, K, T, s0, t0, o0, n_slots, n_tslots, n_over):
+    """The padded layout's arrays (see :class:`mopmc.engine.torch_levels.PaddedLayout`) of the
+    levels ``bounds[i]`` with shapes ``K, T`` at slot offsets ``s0``, ``t0`` and overflow ``o0``."""
+    n = row_groups.shape[0] - 1
+    m = rewards.shape[1]
+    target = np.full(n_tslots, n, np.int64)
+    prob = np.zeros(n_tslots, np.float64)
+    dens = np.ones(n_slots, np.float64)
+    neg = np.full(n_slots, -np.inf)
+    RR = np.zeros((n_slots, m + 1), np.float64)
+    choice = np.full(n_slots, -1, np.int64)
+    slot_base = np.full(n, -1, np.int64)
+    over_slot = np.zeros(n_over, np.int64)
+    over_target = np.zeros(n_over, np.int64)
+    over_prob = np.zeros(n_over, np.float64)
+    for i in range(bounds.shape[0]):
+        a, b, k, t = bounds[i, 0], bounds[i, 1], K[i], T[i]
+        o = o0[i]
+        for s in range(a, b):
+            slot_base[s] = s0[i] + (s - a) * k
+            for c in range(row_groups[s], row_groups[s + 1]):
+                slot = (s - a) * k + (c - row_groups[s])  # within the level
+                g = s0[i] + slot
+                if not self_only[c]:
+                    choice[g] = c
+                    dens[g] = den[c]
+                    neg[g] = 0.0
+                    for r in range(m):
+                        RR[g, r + 1] = rewards[c, r]
+                pos = 0
+                for j in range(indptr[c], indptr[c + 1]):
+                    if targets[j] == s:
+                        continue
+                    if pos < t:
+                        at = t0[i] + slot * t + pos
+                        target[at] = targets[j]
+                        prob[at] = probs[j]
+                    else:
+                        over_slot[o] = slot
+                        over_target[o] = targets[j]
+                        over_prob[o] = probs[j]
+                        o += 1
+                    pos += 1
+    return target, prob, dens, neg, RR, choice, slot_base, over_slot, over_target, over_prob

@@ -27,6 +27,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import breadth_first_order
 
+from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
 
 _IMPROVE = 1e-12  # relative margin for a strict improvement (as the CPU engine)
@@ -51,7 +52,7 @@ class DeviceBlock:
         rows = engine.loc[k0:k1].cpu().numpy()
         inside = (tg >= a) & (tg < b)
         self.dense = self.n <= engine.dense_limit
-        put = lambda x, dt: torch.tensor(np.ascontiguousarray(x), device=dev, dtype=dt)  # noqa: E731
+        put = lambda x, dt: to_device(torch, x, dt, dev)  # noqa: E731
         self.in_rows = put(rows[inside], torch.int64)
         self.in_cols = put(tg[inside] - a, torch.int64)
         self.in_vals = put(problem.probs[k0:k1][inside], torch.float64)

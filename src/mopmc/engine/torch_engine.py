@@ -61,6 +61,17 @@ def load_torch():
     return torch
 
 
+def to_device(torch, a, dtype, device):
+    """A host array on ``device`` as ``dtype``: one transfer to a GPU; on the CPU no copy when ``a``
+    is already a writable contiguous array of that type (the engine never writes into its inputs),
+    so a large model's upload does not fault in fresh pages for a second copy of every array."""
+    host = {torch.float64: np.float64, torch.int64: np.int64, torch.bool: np.bool_}[dtype]
+    a = np.ascontiguousarray(a, dtype=host)
+    if not a.flags.writeable:  # a memory-mapped model file: torch wants writable memory
+        a = a.copy()
+    return torch.from_numpy(a).to(device)
+
+
 def resolve_device(device: str | None = None):
     """``device`` as a ``torch.device``; ``None``: ``cuda`` when available, else ``cpu``."""
     torch = load_torch()
@@ -197,16 +208,14 @@ class TorchEngine:
 
     # ------------------------------------------------------------------ device data
     def _upload(self) -> None:
+        from mopmc.engine import numba_kernels as nk
         from mopmc.engine.torch_cyclic import DeviceBlock
         from mopmc.engine.torch_levels import SMALL, DevicePadded, LevelRun, pad_levels
 
         torch, dev = self.torch, self.device
         p = self.cpu.problem
         steps = self._steps(p)
-        soc = p.state_of_choice()
-        cot = p.choice_of_transition()
-        self_loop = p.targets == soc[cot]
-        pself = np.bincount(cot[self_loop], weights=p.probs[self_loop], minlength=p.n_choices)
+        pself = nk.self_loop_probs(p.row_groups, p.indptr, p.targets, p.probs)
         max_level = max(((L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "level"), default=(0, 0))
         max_block = max(((L.b - L.a, L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "block"), default=(0, 0, 0))
         # padded levels (small ones even where padding is wasteful), else fewer, else none: the first that fits
@@ -225,10 +234,12 @@ class TorchEngine:
                 f"{len(p.targets)} transitions, {self.m} objectives); use a larger device or --device cpu"
             )
 
-        def put(a, dtype=None):
-            return torch.tensor(np.ascontiguousarray(a), device=dev, dtype=dtype)
+        def put(a, dtype):
+            return to_device(torch, a, dtype, dev)
 
         if csr:
+            soc, cot = p.state_of_choice(), p.choice_of_transition()
+            self_loop = p.targets == soc[cot]
             # local indices: a choice's state within its level/block, a transition's choice within it
             first_state = np.zeros(p.n_states, np.int64)
             first_choice = np.zeros(p.n_choices, np.int64)

@@ -71,84 +71,37 @@ class PaddedLayout(NamedTuple):
         return sum(a.nbytes for a in arrays)
 
 
-def _width(ns: np.ndarray, slots: int) -> int:
-    """The transition slots per choice slot minimising ``slots * T + 3 * overflow(T)`` (hybrid
-    ELL/COO: an overflow entry costs about three padded ones: a gather, a product and an atomic add);
-    ``overflow(T) = sum_c max(ns_c - T, 0)`` from the histogram of ``ns``, for every ``T`` at once."""
-    hist = np.bincount(ns).astype(np.int64)
-    v = np.arange(len(hist), dtype=np.int64)
-    above = np.cumsum(hist[::-1])[::-1] - hist  # choices with more than t transitions
-    above_sum = np.cumsum((v * hist)[::-1])[::-1] - v * hist  # their transitions
-    t = np.arange(1, max(len(hist), 2))
-    top = np.minimum(t, len(hist) - 1)  # no choice has more than len(hist) - 1: no overflow from there on
-    over = above_sum[top] - t * above[top]
-    return int(t[np.argmin(slots * t + 3 * over)])
-
-
 def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = WASTE, small: int = SMALL) -> PaddedLayout:
     """The padded layout of every ``("level", L)`` in ``steps`` whose ``n_l x K`` choice slots are
     at most ``waste`` times its choices plus ``small`` (states with many choices beside many states
-    with one would blow a large level's grid up; a small level's time is its launches either way)."""
-    rg, tg = p.row_groups, p.targets
-    n, m = p.n_states, p.rewards.shape[1]
-    soc = p.state_of_choice()
-    cot = p.choice_of_transition()
-    other = tg != soc[cot]
-    ns = np.bincount(cot[other], minlength=p.n_choices)  # transitions to other states, per choice
-    ks = np.diff(rg)
-    chosen: dict = {}
-    s0 = t0 = o0 = 0
-    for i, (kind, L) in enumerate(steps):
-        if kind != "level":
-            continue
-        n_l, nc_l = L.b - L.a, L.c1 - L.c0
-        K = max(int(ks[L.a:L.b].max()), 1)
-        if n_l * K > waste * nc_l + small:
-            continue
-        c_ns = ns[L.c0:L.c1]
-        T = _width(c_ns, n_l * K) if nc_l else 1
-        over = int(np.maximum(c_ns - T, 0).sum())
-        chosen[i] = PadLevel(L.a, L.b, K, T, s0, t0, o0, o0 + over)
-        s0 += n_l * K
-        t0 += n_l * K * T
-        o0 += over
-    target = np.full(t0, n, np.int64)
-    prob = np.zeros(t0)
-    dens = np.ones(s0)
-    neg = np.full(s0, -np.inf)
-    RR = np.zeros((s0, m + 1))
-    choice = np.full(s0, -1, np.int64)
-    slot_base = np.full(n, -1, np.int64)
-    over_slot = np.zeros(o0, np.int64)
-    over_target = np.zeros(o0, np.int64)
-    over_prob = np.zeros(o0)
-    for i, P in chosen.items():
-        L = steps[i][1]
-        a, K, T = P.a, P.K, P.T
-        slot_base[a:P.b] = P.s0 + (np.arange(P.b - a) * K)
-        c = np.arange(L.c0, L.c1)
-        slot = (soc[c] - a) * K + (c - rg[soc[c]])  # within the level
-        ok = ~self_only[c]
-        vs, vc = P.s0 + slot[ok], c[ok]
-        choice[vs], dens[vs], neg[vs], RR[vs, 1:] = vc, den[vc], 0.0, p.rewards[vc]
-        k = np.arange(L.k0, L.k1)[other[L.k0:L.k1]]
-        kc = cot[k] - L.c0
-        c_ns = ns[L.c0:L.c1]
-        pos = np.arange(len(k)) - (np.cumsum(c_ns) - c_ns)[kc]  # rank among the choice's transitions to others
-        inside = pos < T
-        at = P.t0 + slot[kc[inside]] * T + pos[inside]
-        target[at], prob[at] = tg[k[inside]], p.probs[k[inside]]
-        out = ~inside
-        over_slot[P.o0:P.o1], over_target[P.o0:P.o1], over_prob[P.o0:P.o1] = slot[kc[out]], tg[k[out]], p.probs[k[out]]
-    return PaddedLayout(chosen, target, prob, dens, neg, RR, choice, slot_base, over_slot, over_target, over_prob)
+    with one would blow a large level's grid up; a small level's time is its launches either way).
+    Two compiled passes (:func:`~mopmc.engine.numba_kernels.pad_plan`, ``pad_fill``): a deep model
+    has thousands of levels."""
+    from mopmc.engine import numba_kernels as nk
+
+    where = [i for i, (kind, _) in enumerate(steps) if kind == "level"]
+    bounds = np.array([(steps[i][1].a, steps[i][1].b) for i in where], np.int64).reshape(-1, 2)
+    K, T, over, padded = nk.pad_plan(p.row_groups, p.indptr, p.targets, bounds, float(waste), int(small))
+    keep = np.flatnonzero(padded)
+    bounds, K, T, over = bounds[keep], K[keep], T[keep], over[keep]
+    n_slots = (bounds[:, 1] - bounds[:, 0]) * K
+    s0, t0, o0 = (np.cumsum(x) - x for x in (n_slots, n_slots * T, over))  # offsets: exclusive sums
+    arrays = nk.pad_fill(p.row_groups, p.indptr, p.targets, p.probs, p.rewards, self_only, den, bounds, K, T, s0, t0, o0,
+                         int(n_slots.sum()), int((n_slots * T).sum()), int(over.sum()))
+    chosen = {where[j]: PadLevel(int(bounds[r, 0]), int(bounds[r, 1]), int(K[r]), int(T[r]), int(s0[r]), int(t0[r]),
+                                 int(o0[r]), int(o0[r] + over[r]))
+              for r, j in enumerate(keep)}
+    return PaddedLayout(chosen, *arrays)
 
 
 class DevicePadded:
     """The padded layout on the device, with ``RR = [rho | rewards]`` refreshed per direction."""
 
     def __init__(self, torch, layout: PaddedLayout, device):
+        from mopmc.engine.torch_engine import to_device
+
         def put(a, dtype):
-            return torch.tensor(np.ascontiguousarray(a), device=device, dtype=dtype)
+            return to_device(torch, a, dtype, device)
 
         self.torch = torch
         self.levels = layout.levels
