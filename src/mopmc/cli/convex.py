@@ -182,7 +182,7 @@ def convex(
     soft: bool = typer.Option(False, "--soft", help="Thresholds are the target; no box."),
     eps_rel: float = typer.Option(1e-4, "--eps-rel", help="Stop when upper - lower <= max(eps_abs, eps_rel*|upper|)."),
     eps_abs: float = typer.Option(1e-10, "--eps-abs", help="Absolute gap tolerance."),
-    max_iter: int = typer.Option(100, "--max-iter", help="Oracle calls after the 2m initial ones."),
+    max_iter: int = typer.Option(100, "--max-iter", help="Iterations after the 2m initial oracle calls (at most two calls each)."),
     engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP oracle) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),

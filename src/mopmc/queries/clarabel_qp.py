@@ -137,6 +137,10 @@ def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int | Non
     norms = np.einsum("ij,ij->i", P, P)
     scale = max(float(norms.max()), 1e-300)
     S = [int(i) for i in start if 0 <= i < k] if start is not None else []
+    if len(S) > m + 1:
+        # not a corral (an interior-point answer's support holds many tiny weights): the minor cycles
+        # from it cost more than a cold start
+        S = []
     if S:
         lam = np.full(len(S), 1.0 / len(S))
         minor = True  # from a feasible point of the old corral: a minor cycle first

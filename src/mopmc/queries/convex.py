@@ -116,7 +116,7 @@ class ConvexResult:
     tolerance), ``infeasible`` (no achievable point in the box: ``separating_direction``),
     ``stalled`` (the gap is still open but the oracle's answer in the direction that could close it
     adds nothing: the gap is at the precision of the oracle and the conic solver; ``loss`` and
-    ``lower_bound`` are still valid bounds) or ``iteration_limit`` (``max_iter`` oracle calls).
+    ``lower_bound`` are still valid bounds) or ``iteration_limit`` (``max_iter`` iterations).
     ``schedulers[i]`` is the oracle's scheduler of ``vertices[i]``.
     """
 
@@ -335,6 +335,26 @@ def _direction(poly: _Polytopes, z: np.ndarray) -> np.ndarray | None:
     return w / np.linalg.norm(w)
 
 
+def _descent(loss: Loss, best, w: np.ndarray) -> np.ndarray | None:
+    """The Frank-Wolfe direction ``-grad loss`` at the upper point (unit length), for quadratic losses;
+    None without an upper point, at a stationary point, or when it repeats ``w``.
+
+    Its vertex is the one the upper bound descends towards and its halfspace the one nearest to
+    the optimum's supporting hyperplane; with the cutting direction of :func:`_direction` (which
+    moves the lower bound) an iteration improves both sides. On many-objective models whose
+    achievable set has very many vertices (dive-and-rise, 90 objectives) the pair closes the gap
+    in about a third of the iterations of the cutting direction alone."""
+    if best is None or loss.quadratic is None:
+        return None
+    quad = loss.quadratic
+    g = -2.0 * quad.L @ (best[2] @ quad.L - quad.c)
+    norm = float(np.linalg.norm(g))
+    if not norm > 0 or not math.isfinite(norm):
+        return None
+    g = g / norm
+    return None if float(np.max(np.abs(g - w))) <= 1e-12 else g
+
+
 def _separation(poly: _Polytopes, lo, up) -> dict:
     """Farkas: mu >= 0 (sum 1) on halfspaces, a, c >= 0 on box sides, mu W = a - c, mu.b < a.lo - c.up."""
     from scipy.optimize import linprog
@@ -394,7 +414,8 @@ def convex_query(
         soft: thresholds are the target and there is no box (MOPMC's unconstrained mode).
         box: ``(lower, upper)`` overriding the thresholds (``None``/``inf`` entries: unbounded).
         eps_rel, eps_abs: stop when ``upper - lower <= max(eps_abs, eps_rel * |upper|)``.
-        max_iter: oracle calls after the 2m initial ones.
+        max_iter: iterations after the 2m initial oracle calls (each asks the oracle in the cutting
+            direction and, for quadratic losses, the Frank-Wolfe direction: at most two calls).
         engine, device: the oracle for a model: ``kernel``, ``lp`` or ``torch`` (on ``device``).
         progress: called as ``progress(iteration, lower, upper)`` after every iteration.
     """
@@ -470,8 +491,12 @@ def convex_query(
             status = "stalled"  # the lower point is (numerically) achievable, yet the gap is open: solver precision
             break
         it += 1
-        if not ask(w):
-            status = "stalled"  # nothing new in the only direction that could help: at solver precision
+        changed = ask(w)
+        g = _descent(loss, best, w)
+        if g is not None:
+            changed = ask(g) or changed
+        if not changed:
+            status = "stalled"  # nothing new in the directions that could help: at solver precision
             break
     lower = float(low[0]) if low is not None else math.inf
     if best is not None:
