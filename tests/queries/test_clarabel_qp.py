@@ -98,3 +98,13 @@ def fast_target(objs, soft):
     from mopmc.queries.convex import soft_target
 
     return soft_target(objs) if soft else None
+
+
+def test_wolfe_ignores_a_start_that_is_no_corral():
+    """An interior-point support (more than m + 1 vertices) is no corral: cold start, same point."""
+    rng = np.random.default_rng(3)
+    V, z = rng.normal(size=(40, 5)), rng.normal(size=5) * 4.0
+    cold, _, ok = qp.min_norm_point(V, z)
+    warm, lam, ok_warm = qp.min_norm_point(V, z, np.arange(40))
+    assert ok and ok_warm and np.count_nonzero(lam) <= 6
+    assert np.linalg.norm(warm - z) == pytest.approx(np.linalg.norm(cold - z), rel=1e-9)

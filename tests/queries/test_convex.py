@@ -240,3 +240,54 @@ def test_table3_mse_in_mo2_box_and_paper_point(switch):
     # the paper's reported point is not achievable: its distance to the achievable set is positive
     paper = convex_query(switch, switch_objectives((1.9, 0.2189, 0.1720, 0.0377)), "mse", soft=True)
     assert paper.lower_bound > 1e-7
+
+
+@pytest.mark.parametrize("keep", [0, 3, 10])
+def test_working_set_lower_program_equals_one_solve_over_all_halfspaces(monkeypatch, keep):
+    """Constraint generation answers what one solve over every halfspace answers, also when the
+    working set dropped halfspaces the next answer violates (keep=0 drops all but the tight ones)."""
+    from mopmc.queries import clarabel_qp as qp
+    from mopmc.queries import convex as cvx
+
+    monkeypatch.setattr(cvx, "KEEP_ROUNDS", keep)
+    solves = []
+    full = qp.lower
+    monkeypatch.setattr(qp, "lower", lambda *a: solves.append(len(a[2])) or full(*a))
+    rng = np.random.default_rng(keep)
+    m = 6
+    lo, up = np.full(m, -np.inf), np.full(m, np.inf)
+    up[0] = 2.0
+    poly = cvx._Polytopes(m)
+    added = 0
+    for r in range(40):
+        for _ in range(rng.integers(1, 4)):  # halfspaces of the unit ball, arriving a few at a time
+            w = rng.normal(size=m)
+            w /= np.linalg.norm(w)
+            poly.normals.append(w)
+            poly.offsets.append(1.0 + 0.05 * rng.random())
+            added += 1
+        W, b = np.array(poly.normals), np.array(poly.offsets)
+        quad = qp.mse(rng.normal(size=m) * 3.0)  # a new target each round moves the tight set
+        status, z = cvx._working_lower(poly, quad, W, b, lo, up)
+        status_all, z_all = full(quad, W, b, lo, up)
+        assert status == status_all == "optimal"
+        assert np.max(W @ z - b) <= 1e-9
+        assert abs(quad.value(z) - quad.value(z_all)) <= 1e-9 * max(1.0, quad.value(z_all))
+        np.testing.assert_allclose(z, z_all, atol=1e-6)
+    assert len(poly.last_tight) == added
+    assert min(solves) < added  # solves over part of the halfspaces
+    if keep == 0:
+        assert len(solves) > poly.rounds  # some answers violated a dropped halfspace: solved again
+
+
+def test_frank_wolfe_direction():
+    from mopmc.queries import convex as cvx
+
+    loss = cvx.mse([1.0, 2.0])
+    best = (0.0, np.ones(1), np.array([0.0, 0.0]))
+    g = cvx._descent(loss, best, np.array([1.0, 0.0]))
+    np.testing.assert_allclose(g, np.array([1.0, 2.0]) / np.sqrt(5.0))  # towards the target
+    assert cvx._descent(loss, best, g) is None  # the cutting direction already asked it
+    assert cvx._descent(loss, None, g) is None
+    assert cvx._descent(loss, (0.0, np.ones(1), np.array([1.0, 2.0])), g) is None  # at the target
+    assert cvx._descent(cvx.Loss("custom", lambda v: cp.sum(v)), best, g) is None  # not quadratic
