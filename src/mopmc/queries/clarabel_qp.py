@@ -169,14 +169,10 @@ def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int | Non
         minor = False
         while True:
             Q = P[S]
-            # the affine minimiser of |alpha Q| with sum(alpha) = 1: [Q Q' 1; 1' 0] [alpha; mu] = [0; 1]
-            n = len(S)
-            M = np.zeros((n + 1, n + 1))
-            M[:n, :n] = Q @ Q.T
-            M[:n, n] = M[n, :n] = 1.0
-            rhs = np.zeros(n + 1)
-            rhs[n] = 1.0
-            alpha = np.linalg.lstsq(M, rhs, rcond=None)[0][:n]
+            # the affine minimiser of |alpha Q| with sum(alpha) = 1: Q[0] + beta (Q[1:] - Q[0]) with beta
+            # the least-squares answer (conditioned as the differences, not as their Gram matrix)
+            beta = np.linalg.lstsq((Q[1:] - Q[0]).T, -Q[0], rcond=None)[0]
+            alpha = np.concatenate(([1.0 - beta.sum()], beta))
             if np.all(alpha > 1e-14):
                 lam = alpha
                 break
