@@ -86,3 +86,10 @@ def test_binding_file_of_design_build_exports_a_runtime_scheduler(tmp_path):
     old.write_text(json.dumps(doc))
     r = run_mopmc("convex", model, "--prop", prop, "--soft", "--export-scheduler", sched, "--binding", old)
     assert_one_line_error(r, "--binding", "metric scores")
+
+
+def test_iteration_limit_says_how_to_go_on():
+    r = run_mopmc("convex", files.tradeoff, "--prop", PROP, "--target", "1,1", "--max-iter", "0", "--eps-rel", "1e-14",
+                  "--eps-abs", "1e-14")
+    assert r.code == 0, r.stderr
+    assert "status iteration_limit" in r.stdout and "--max-iter continues" in r.stdout

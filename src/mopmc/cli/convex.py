@@ -162,6 +162,9 @@ def show(title: str, out: dict) -> None:
     console.print(table)
     console.print(f"status {out['status']}: loss {out['loss']:.10g}, lower bound {out['lower_bound']:.10g}, "
                   f"gap {out['gap']:.3g}, {out['iterations']} iterations, {out['timings']['total']:.2f} s")
+    if out["status"] == "iteration_limit":
+        console.print(f"the gap is still open after {out['iterations']} iterations; --max-iter continues further "
+                      "(each iteration asks the oracle at most twice)")
     if "separating_direction" in out:
         sd = out["separating_direction"]
         console.print(f"no achievable point in the box: direction {sd['direction']} reaches at most {sd['bound']:.9g}, "

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 from scipy import sparse
+from scipy.linalg import lstsq
 
 #: tight tolerances (the cvxpy path of :mod:`mopmc.queries.convex` uses them too)
 TIGHT = {"tol_gap_abs": 1e-13, "tol_gap_rel": 1e-11, "tol_feas": 1e-11, "tol_ktratio": 1e-9, "max_iter": 500}
@@ -171,7 +172,7 @@ def min_norm_point(V: np.ndarray, z: np.ndarray, start=None, max_iter: int | Non
             Q = P[S]
             # the affine minimiser of |alpha Q| with sum(alpha) = 1: Q[0] + beta (Q[1:] - Q[0]) with beta
             # the least-squares answer (conditioned as the differences, not as their Gram matrix)
-            beta = np.linalg.lstsq((Q[1:] - Q[0]).T, -Q[0], rcond=None)[0]
+            beta = lstsq((Q[1:] - Q[0]).T, -Q[0], lapack_driver="gelsy", check_finite=False)[0]  # QR, pivoted
             alpha = np.concatenate(([1.0 - beta.sum()], beta))
             if np.all(alpha > 1e-14):
                 lam = alpha
