@@ -454,22 +454,16 @@ def pad_plan(row_groups, indptr, targets, bounds, waste, small):
         if nc == 0:
             T[i] = 1
             continue
-        top = 0  # the most transitions to other states of a choice
+        moves = np.zeros(nc, np.int64)  # per choice: its transitions to other states
         for s in range(a, b):
             for c in range(row_groups[s], row_groups[s + 1]):
-                cnt = 0
                 for j in range(indptr[c], indptr[c + 1]):
                     if targets[j] != s:
-                        cnt += 1
-                top = max(top, cnt)
+                        moves[c - row_groups[a]] += 1
+        top = moves.max()  # the most transitions to other states of a choice
         hist = np.zeros(top + 1, np.int64)
-        for s in range(a, b):
-            for c in range(row_groups[s], row_groups[s + 1]):
-                cnt = 0
-                for j in range(indptr[c], indptr[c + 1]):
-                    if targets[j] != s:
-                        cnt += 1
-                hist[cnt] += 1
+        for v in moves:
+            hist[v] += 1
         # above[t], above_sum[t]: choices with more than t transitions, and their transitions
         above = 0
         above_sum = 0
