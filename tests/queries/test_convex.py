@@ -263,10 +263,9 @@ def test_working_set_lower_program_equals_one_solve_over_all_halfspaces(monkeypa
         for _ in range(rng.integers(1, 4)):  # halfspaces of the unit ball, arriving a few at a time
             w = rng.normal(size=m)
             w /= np.linalg.norm(w)
-            poly.normals.append(w)
-            poly.offsets.append(1.0 + 0.05 * rng.random())
+            poly.add_halfspace(w, 1.0 + 0.05 * rng.random())
             added += 1
-        W, b = np.array(poly.normals), np.array(poly.offsets)
+        W, b = poly.W, np.array(poly.offsets)
         quad = qp.mse(rng.normal(size=m) * 3.0)  # a new target each round moves the tight set
         status, z = cvx._working_lower(poly, quad, W, b, lo, up)
         status_all, z_all = full(quad, W, b, lo, up)

@@ -191,14 +191,36 @@ def soft_target(objectives) -> np.ndarray:
     return np.array([o.threshold for o in objectives], float)
 
 
+class _Rows:
+    """Rows of width ``m`` appended one at a time, kept in one growing array (``array``: a view of
+    the rows so far, no copy per read; the query reads its polytopes several times an iteration)."""
+
+    def __init__(self, m: int):
+        self._a = np.zeros((16, m))
+        self._n = 0
+
+    def __len__(self) -> int:
+        return self._n
+
+    def append(self, row) -> None:
+        if self._n == len(self._a):
+            self._a = np.concatenate((self._a, np.zeros_like(self._a)))
+        self._a[self._n] = row
+        self._n += 1
+
+    @property
+    def array(self) -> np.ndarray:
+        return self._a[: self._n]
+
+
 class _Polytopes:
     """Vertices (inner) and halfspaces (outer), deduplicated."""
 
     def __init__(self, m: int):
         self.m = m
-        self.points: list[np.ndarray] = []
+        self._points = _Rows(m)
         self.schedulers: list = []
-        self.normals: list[np.ndarray] = []
+        self._normals = _Rows(m)
         self.offsets: list[float] = []
         # supports of the last upper and nearest-point answers: warm starts for Wolfe's algorithm
         self.upper_support: np.ndarray | None = None
@@ -207,31 +229,40 @@ class _Polytopes:
         self.rounds = 0
         self.last_tight = np.zeros(0, dtype=np.int64)
 
+    def add_halfspace(self, w: np.ndarray, offset: float) -> None:
+        self._normals.append(w)
+        self.offsets.append(float(offset))
+
     def add(self, w: np.ndarray, point: np.ndarray, error: float, scheduler) -> bool:
         """Record an oracle answer; True when it brought a new vertex or a tighter halfspace."""
         changed = False
         w, point = np.asarray(w, float), np.asarray(point, float)
         offset = float(w @ point + max(error, 0.0))
-        same = np.flatnonzero(np.max(np.abs(np.array(self.normals) - w), axis=1) <= 1e-12) if self.normals else ()
+        same = np.flatnonzero(np.max(np.abs(self.W - w), axis=1) <= 1e-12) if len(self._normals) else ()
         if len(same):
             i = int(same[0])
             if offset < self.offsets[i]:
                 self.offsets[i] = offset
                 changed = True
         else:
-            self.normals.append(w)
-            self.offsets.append(offset)
+            self.add_halfspace(w, offset)
             changed = True
         scale = max(1.0, float(np.max(np.abs(point))))
-        if not self.points or np.min(np.max(np.abs(self.V - point), axis=1)) > DUPLICATE * scale:
-            self.points.append(point)
+        if not len(self._points) or np.min(np.max(np.abs(self.V - point), axis=1)) > DUPLICATE * scale:
+            self._points.append(point)
             self.schedulers.append(scheduler)
             changed = True
         return changed
 
     @property
     def V(self) -> np.ndarray:
-        return np.array(self.points).reshape(-1, self.m)
+        """The vertices so far, one per row (a view: copy before keeping it past the next ``add``)."""
+        return self._points.array
+
+    @property
+    def W(self) -> np.ndarray:
+        """The halfspaces' normals, one per row (a view, as :attr:`V`); offsets in :attr:`offsets`."""
+        return self._normals.array
 
 
 def _box_constraints(v, lo, up):
@@ -291,7 +322,7 @@ def _working_lower(poly: _Polytopes, quad: qp.Quadratic, W, b, lo, up):
 
 def _lower(poly: _Polytopes, loss: Loss, lo, up):
     """``(value, z)`` of the loss over outer polytope and box, or None when they do not meet."""
-    W, b = np.array(poly.normals), np.array(poly.offsets)
+    W, b = poly.W, np.array(poly.offsets)
     if loss.quadratic is not None:
         status, zv = _working_lower(poly, loss.quadratic, W, b, lo, up)
         if status == "optimal":
@@ -390,7 +421,7 @@ def _separation(poly: _Polytopes, lo, up) -> dict:
     """Farkas: mu >= 0 (sum 1) on halfspaces, a, c >= 0 on box sides, mu W = a - c, mu.b < a.lo - c.up."""
     from scipy.optimize import linprog
 
-    W, b = np.array(poly.normals), np.array(poly.offsets)
+    W, b = poly.W, np.array(poly.offsets)
     k, m = W.shape
     fl, fu = np.isfinite(lo), np.isfinite(up)
     nl, nu = int(fl.sum()), int(fu.sum())
@@ -535,11 +566,11 @@ def convex_query(
         lower = min(lower, upper)
         gap = upper - lower
     else:
-        upper, lam, point, gap = math.inf, np.zeros(len(poly.points)), None, math.inf
+        upper, lam, point, gap = math.inf, np.zeros(len(poly.V)), None, math.inf
     timings["total"] = time.perf_counter() - t0
     return ConvexResult(
         status, objectives, loss.name, point, float(upper) if status != "infeasible" else math.inf,
-        lower, float(gap) if status != "infeasible" else math.inf, it, poly.V, lam, tuple(poly.schedulers),
+        lower, float(gap) if status != "infeasible" else math.inf, it, poly.V.copy(), lam, tuple(poly.schedulers),
         None if low is None else low[1], (lo, up), sep, eps_rel, eps_abs, timings,
     )
 
