@@ -290,3 +290,6 @@ def test_frank_wolfe_direction():
     assert cvx._descent(loss, None, g) is None
     assert cvx._descent(loss, (0.0, np.ones(1), np.array([1.0, 2.0])), g) is None  # at the target
     assert cvx._descent(cvx.Loss("custom", lambda v: cp.sum(v)), best, g) is None  # not quadratic
+    inf = np.full(2, np.inf)
+    np.testing.assert_allclose(cvx._descent(loss, best, np.array([1.0, 0.0]), -inf, inf), g)
+    assert cvx._descent(loss, best, np.array([1.0, 0.0]), np.array([-1.0, 0.0]), inf) is None  # on the box

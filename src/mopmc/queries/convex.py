@@ -397,9 +397,11 @@ def _direction(poly: _Polytopes, z: np.ndarray) -> np.ndarray | None:
     return w / np.linalg.norm(w)
 
 
-def _descent(loss: Loss, best, w: np.ndarray) -> np.ndarray | None:
+def _descent(loss: Loss, best, w: np.ndarray, lo=None, up=None) -> np.ndarray | None:
     """The Frank-Wolfe direction ``-grad loss`` at the upper point (unit length), for quadratic losses;
-    None without an upper point, at a stationary point, or when it repeats ``w``.
+    None without an upper point, at a stationary point, when it repeats ``w``, or when the upper point
+    lies on a side of the box ``[lo, up]`` (there the query descends along the box, not along
+    ``-grad loss``, and the cutting direction alone serves better).
 
     Its vertex is the one the upper bound descends towards and its halfspace the one nearest to
     the optimum's supporting hyperplane; with the cutting direction of :func:`_direction` (which
@@ -408,8 +410,13 @@ def _descent(loss: Loss, best, w: np.ndarray) -> np.ndarray | None:
     in about a third of the iterations of the cutting direction alone."""
     if best is None or loss.quadratic is None:
         return None
+    p = best[2]
+    if lo is not None and up is not None:
+        tol = 1e-9 * max(1.0, float(np.max(np.abs(p))))
+        if np.any(p <= lo + tol) or np.any(p >= up - tol):
+            return None
     quad = loss.quadratic
-    g = -2.0 * quad.L @ (best[2] @ quad.L - quad.c)
+    g = -2.0 * quad.L @ (p @ quad.L - quad.c)
     norm = float(np.linalg.norm(g))
     if not norm > 0 or not math.isfinite(norm):
         return None
@@ -554,7 +561,7 @@ def convex_query(
             break
         it += 1
         changed = ask(w)
-        g = _descent(loss, best, w)
+        g = _descent(loss, best, w, lo, up)
         if g is not None:
             changed = ask(g) or changed
         if not changed:
