@@ -12,8 +12,10 @@ call, shifted by the oracle's error bound so that they contain ``A``). Each iter
   vertices' convex weights); it is achievable, and its loss is an upper bound;
 
 stops when ``upper - lower <= max(eps_abs, eps_rel * |upper|)``, and otherwise asks the oracle in
-the direction from the inner polytope's point nearest to ``z`` towards ``z``: either the new
-halfspace cuts ``z`` off or the new vertex lies beyond the inner polytope. When outer polytope and
+the direction from the inner polytope's point nearest to ``z`` towards ``z`` (either the new
+halfspace cuts ``z`` off or the new vertex lies beyond the inner polytope) and, for quadratic losses
+while the upper point is off the box's sides, in the Frank-Wolfe direction ``-grad loss`` at the
+upper point (the vertex the upper bound descends towards). When outer polytope and
 box do not meet, the box is infeasible, certified by a direction ``w`` with
 ``max_A w . x <= bound < required = min_box w . x``.
 
