@@ -332,6 +332,12 @@ def test_cli_engine_torch():
     assert_one_line_error(bad, "--device", "--engine torch")
 
 
+def _best_width(ns, slots):
+    """Brute force: the first ``T`` minimising ``slots * T + 3 * overflow(T)`` for per-choice counts ``ns``."""
+    costs = {t: slots * t + 3 * int(np.maximum(ns - t, 0).sum()) for t in range(1, max(int(ns.max()), 1) + 1)}
+    return min(costs, key=lambda t: (costs[t], t))
+
+
 def test_padded_width_minimises_slots_plus_overflow():
     """``pad_plan``'s ``T`` per level against brute force over every width, with its ``K`` and overflow."""
     from mopmc.engine import numba_kernels as nk
@@ -358,8 +364,7 @@ def test_padded_width_minimises_slots_plus_overflow():
         if not len(ns):
             assert T[0] == 1 and over[0] == 0
             continue
-        costs = {t: slots * t + 3 * int(np.maximum(ns - t, 0).sum()) for t in range(1, max(int(ns.max()), 1) + 1)}
-        best = min(costs, key=lambda t: (costs[t], t))
+        best = _best_width(ns, slots)
         assert T[0] == best and over[0] == int(np.maximum(ns - best, 0).sum())
     # a level whose slots would more than double (plus small) is not padded
     rg = np.array([0, 5, 6, 7, 8], np.int64)
@@ -390,11 +395,7 @@ def _pad_levels_reference(p, steps, self_only, den, waste, small):
         if n_l * K > waste * nc_l + small:
             continue
         c_ns = ns[L.c0:L.c1]
-        if nc_l:
-            costs = {t: n_l * K * t + 3 * int(np.maximum(c_ns - t, 0).sum()) for t in range(1, max(int(c_ns.max()), 1) + 1)}
-            T = min(costs, key=lambda t: (costs[t], t))
-        else:
-            T = 1
+        T = _best_width(c_ns, n_l * K) if nc_l else 1
         over = int(np.maximum(c_ns - T, 0).sum())
         chosen[i] = PadLevel(L.a, L.b, K, T, s0, t0, o0, o0 + over)
         s0, t0, o0 = s0 + n_l * K, t0 + n_l * K * T, o0 + over
