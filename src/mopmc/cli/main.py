@@ -31,10 +31,19 @@ def _version(value: bool) -> None:
 def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version."),
     verbose: bool = typer.Option(False, "--verbose", help="Show Storm's own log output on stderr."),
+    builder: str = typer.Option(
+        "auto", "--builder",
+        help="Who builds PRISM models: auto (mopmc's explicit builder, Storm's where it does not apply), mopmc or storm.",
+    ),
 ) -> None:
     from mopmc.io.quiet import set_verbose
 
     set_verbose(verbose)
+    if builder not in ("auto", "mopmc", "storm"):
+        fail(f"--builder {builder}: unknown builder; choose one of auto, mopmc, storm", 2)
+    from mopmc.io.load import set_default_builder
+
+    set_default_builder(builder)
 
 
 ConstOpt = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...]; may be repeated.")

@@ -40,6 +40,14 @@ def _lazy(fn):
     return _Lazy(fn)
 
 
+def jit(fn):
+    """``fn`` compiled with ``numba.njit(cache=True, nogil=True)`` now (for kernels elsewhere, such as
+    :mod:`mopmc.io.explicit.explore`, whose compiled functions call each other)."""
+    import numba
+
+    return numba.njit(cache=True, nogil=True)(fn)
+
+
 @_lazy
 def reverse_index_csr(n_states, indptr, targets):
     """Transitions grouped by target (counting sort): ``rev_ptr`` over states and ``rev_choice``,

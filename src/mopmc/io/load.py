@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-from mopmc.errors import InvalidModelError, ModelFileError
+from mopmc.errors import InvalidModelError, ModelFileError, UnsupportedModelError
 from mopmc.io import storm
 from mopmc.io.umb import read_umb
 from mopmc.model.sparse_mdp import SparseMDP, mark_reachable
@@ -28,12 +28,25 @@ class LoadedModel:
     seconds: float = 0.0
     kind: str = "mdp"
     timings: dict = field(default_factory=dict)
+    builder: str = "storm"
 
     def properties(self, where: str | None = None):
         """The properties given to :func:`load`, parsed into typed :class:`~mopmc.properties.Property` objects."""
         from mopmc.properties.parse import parse_properties
 
         return parse_properties(self.formulas, self.model.rewards, self.model.labels, where or self.model.source)
+
+
+BUILDERS = ("auto", "mopmc", "storm")
+_default_builder = "auto"
+
+
+def set_default_builder(name: str) -> None:
+    """The builder :func:`load` uses when none is given (the CLI's ``mopmc --builder``)."""
+    global _default_builder
+    if name not in BUILDERS:
+        raise ModelFileError(f"--builder {name}: unknown builder; choose one of {', '.join(BUILDERS)}")
+    _default_builder = name
 
 
 def resolve_path(path: str | Path) -> Path:
@@ -67,6 +80,7 @@ def load(
     warm: str | None = None,
     warm_engine: str = "kernel",
     warm_device: str | None = None,
+    builder: str | None = None,
 ) -> LoadedModel:
     """Load and validate a model; parse ``properties`` (PRISM property text) against it.
 
@@ -75,8 +89,16 @@ def load(
     (``"check"`` or ``"convex"``): meanwhile warm the engine up in a thread
     (:mod:`mopmc.engine.warmup`; Storm's builder releases the GIL): ``warm_engine`` (``kernel`` or
     ``torch``) on ``warm_device``.
+
+    ``builder``: ``"auto"`` (the default) builds PRISM programs with mopmc's own explicit builder
+    (:mod:`mopmc.io.explicit`, several times faster than Storm's, the same model up to the numbering
+    of states) and falls back to Storm's for what it does not cover; ``"storm"`` always uses Storm's;
+    ``"mopmc"`` fails when the own builder cannot build the model.
     """
     start = time.perf_counter()
+    builder = builder or _default_builder
+    if builder not in BUILDERS:
+        raise ModelFileError(f"builder {builder!r}: unknown; choose one of {', '.join(BUILDERS)}")
     path = resolve_path(path)
     _check_path(path)
     constants = dict(constants or {})
@@ -98,18 +120,34 @@ def load(
         from mopmc.engine import warmup
 
         warmup.start(warm, warm_engine, warm_device)
-    built = storm.build(program, path, [f.get_raw_formula() for f in formulas], valuations=valuations)
-    kind = storm.model_kind(built)
-    t_build = time.perf_counter()
-    tmp = storm.temp_umb_path()
-    try:
-        storm.to_umb(built, tmp)
-        # Storm's copy is no longer needed: free it before ours is read, so the two never coexist.
-        del built
-        # mapped: the arrays stay in the temporary file's pages (deleted below, alive while mapped)
-        model = read_umb(tmp, valuations=valuations, source=str(path), mapped=True)
-    finally:
-        tmp.unlink(missing_ok=True)
+    raw = [f.get_raw_formula() for f in formulas]
+    model = None
+    if builder != "storm" and path.suffix.lower() in storm.PRISM_SUFFIXES:
+        from mopmc.io import explicit
+
+        model = explicit.build(path, constants, raw, valuations=valuations, source=str(path))
+        if model is None and builder == "mopmc":
+            raise UnsupportedModelError(
+                f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, "
+                "atomic expressions in the properties, or an error Storm's builder reports); use --builder storm"
+            )
+    used = "storm" if model is None else "mopmc"
+    if model is None:
+        built = storm.build(program, path, raw, valuations=valuations)
+        kind = storm.model_kind(built)
+        t_build = time.perf_counter()
+        tmp = storm.temp_umb_path()
+        try:
+            storm.to_umb(built, tmp)
+            # Storm's copy is no longer needed: free it before ours is read, so the two never coexist.
+            del built
+            # mapped: the arrays stay in the temporary file's pages (deleted below, alive while mapped)
+            model = read_umb(tmp, valuations=valuations, source=str(path), mapped=True)
+        finally:
+            tmp.unlink(missing_ok=True)
+    else:
+        kind = program.model_type.name.lower()
+        t_build = time.perf_counter()
     t_extract = time.perf_counter()
     try:
         validate(model)
@@ -121,7 +159,7 @@ def load(
         validate(detailed)
         raise
     timings = {"parse": t_parse - start, "build": t_build - t_parse, "extract": t_extract - t_build}
-    return LoadedModel(model, program, formulas, time.perf_counter() - start, kind, timings)
+    return LoadedModel(model, program, formulas, time.perf_counter() - start, kind, timings, used)
 
 
 def _extract(built, path: Path, *, valuations: bool = False) -> SparseMDP:

@@ -58,6 +58,22 @@ def parse_program(path: Path):
         raise ModelSyntaxError(f"{where}: {msg}") from None
 
 
+def parse_program_text(text: str, path: Path):
+    """Parse PRISM text (read from ``path`` and amended) into a PrismProgram; ``None`` when Storm
+    rejects it (the caller then parses ``path`` itself, for Storm's error message)."""
+    sp = stormpy()
+    fd, name = tempfile.mkstemp(suffix=".nm", prefix="mopmc-", dir=_shm())
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        with storm_output():
+            return sp.parse_prism_program(name, prism_compatibility=True)
+    except Exception:  # noqa: BLE001 - any rejection means: let Storm's own parse of the file speak
+        return None
+    finally:
+        os.unlink(name)
+
+
 def constant_names(program) -> list[str]:
     """Names of the program's undefined constants."""
     return [c.name for c in program.constants if not c.defined]
@@ -183,10 +199,13 @@ def build_from_umb(path: Path):
         return sp.build_model_from_umb(str(path))
 
 
+def _shm() -> str | None:
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
 def temp_umb_path() -> Path:
     """A fresh temporary path for an UMB archive (the caller deletes it)."""
-    shm = "/dev/shm"
-    folder = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-    fd, name = tempfile.mkstemp(suffix=".umb", prefix="mopmc-", dir=folder)
+    fd, name = tempfile.mkstemp(suffix=".umb", prefix="mopmc-", dir=_shm())
     os.close(fd)
     return Path(name)

@@ -1,0 +1,182 @@
+"""Storm expressions compiled to a small postfix bytecode that the compiled explorer evaluates.
+
+An expression becomes rows ``(op, arg)`` of an int64 array: ``CONST k`` pushes ``consts[k]``,
+``VAR j`` pushes variable ``j`` of the current state; operators pop their operands and push the
+result. Every value is a float64 (integers are exact up to 2**53, Booleans are 0/1), which is how
+Storm's double-valued builder evaluates them too: literals take Storm's own double value
+(``evaluate_as_double``), so probabilities come out as Storm's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+CONST, VAR = 0, 1
+NOT, NEG, FLOOR, CEIL = 2, 3, 4, 5
+PLUS, MINUS, TIMES, DIVIDE, MIN, MAX, POWER, MODULO = 10, 11, 12, 13, 14, 15, 16, 17
+AND, OR, XOR, IFF, IMPLIES = 20, 21, 22, 23, 24
+EQ, NEQ, LT, LE, GT, GE = 30, 31, 32, 33, 34, 35
+ITE = 40
+
+_UNARY = {"NOT": NOT, "MINUS": NEG, "FLOOR": FLOOR, "CEIL": CEIL}
+_BINARY = {
+    "PLUS": PLUS, "MINUS": MINUS, "TIMES": TIMES, "DIVIDE": DIVIDE, "MIN": MIN, "MAX": MAX,
+    "POWER": POWER, "MODULO": MODULO, "AND": AND, "OR": OR, "XOR": XOR, "IFF": IFF,
+    "IMPLIES": IMPLIES, "EQUAL": EQ, "NOT_EQUAL": NEQ, "LESS": LT, "LESS_OR_EQUAL": LE,
+    "GREATER": GT, "GREATER_OR_EQUAL": GE,
+}
+
+
+class NotCompilable(Exception):
+    """The expression uses something the bytecode does not express (the caller falls back to Storm)."""
+
+
+@dataclass
+class Code:
+    """All compiled expressions of one program: expression ``e`` is ``rows[start[e]:start[e+1]]``."""
+
+    variables: dict[str, int]
+    rows: list[tuple[int, int]] = field(default_factory=list)
+    consts: list[float] = field(default_factory=list)
+    start: list[int] = field(default_factory=lambda: [0])
+    depth: int = 1
+    _const_index: dict[float, int] = field(default_factory=dict)
+
+    def add(self, expr) -> int:
+        """Compile a Storm expression; return its id."""
+        depth = self._emit(expr)
+        self.depth = max(self.depth, depth)
+        self.start.append(len(self.rows))
+        return len(self.start) - 2
+
+    def add_conjunction(self, exprs) -> int:
+        """Compile the conjunction of Storm expressions (``true`` when empty); return its id."""
+        if not exprs:
+            return self.add_constant(1.0)
+        depth = self._emit(exprs[0])
+        for e in exprs[1:]:
+            depth = max(depth, 1 + self._emit(e))
+            self.rows.append((AND, 0))
+        self.depth = max(self.depth, depth)
+        self.start.append(len(self.rows))
+        return len(self.start) - 2
+
+    def add_constant(self, value: float) -> int:
+        self._push_const(float(value))
+        self.start.append(len(self.rows))
+        return len(self.start) - 2
+
+    def add_sum(self, exprs) -> int:
+        """Compile the sum of Storm expressions (0 when empty); return its id."""
+        if not exprs:
+            return self.add_constant(0.0)
+        depth = self._emit(exprs[0])
+        for e in exprs[1:]:
+            depth = max(depth, 1 + self._emit(e))
+            self.rows.append((PLUS, 0))
+        self.depth = max(self.depth, depth)
+        self.start.append(len(self.rows))
+        return len(self.start) - 2
+
+    def add_guarded_sum(self, terms) -> int:
+        """Compile the sum over ``(guard, value)`` Storm expressions of ``guard ? value : 0``."""
+        depth = 0
+        for k, (guard, value) in enumerate(terms):
+            base = 1 if k else 0
+            d0 = self._emit(guard)
+            d1 = self._emit(value)
+            self._push_const(0.0)
+            self.rows.append((ITE, 0))
+            depth = max(depth, base + max(d0, 1 + d1, 3))
+            if k:
+                self.rows.append((PLUS, 0))
+        if not terms:
+            self._push_const(0.0)
+        self.depth = max(self.depth, depth, 1)
+        self.start.append(len(self.rows))
+        return len(self.start) - 2
+
+    def arrays(self):
+        """``(rows (K, 2) int64, consts float64, start int64)`` for the compiled kernels."""
+        rows = np.array(self.rows, dtype=np.int64).reshape(-1, 2)
+        return rows, np.array(self.consts or [0.0], dtype=np.float64), np.array(self.start, dtype=np.int64)
+
+    def _push_const(self, value: float) -> None:
+        k = self._const_index.get(value)
+        if k is None:
+            k = self._const_index[value] = len(self.consts)
+            self.consts.append(value)
+        self.rows.append((CONST, k))
+
+    def _emit(self, e) -> int:
+        """Append the postfix code of ``e``; return the stack depth it needs."""
+        if e.is_literal():
+            if e.has_boolean_type():
+                value = 1.0 if e.evaluate_as_bool() else 0.0
+            elif e.has_integer_type():
+                value = float(e.evaluate_as_int())
+            else:
+                value = float(e.evaluate_as_double())
+            self._push_const(value)
+            return 1
+        if e.is_variable():
+            name = e.get_identifier()
+            if name not in self.variables:
+                raise NotCompilable(f"unknown identifier {name!r}")
+            self.rows.append((VAR, self.variables[name]))
+            return 1
+        if not e.is_function_application:
+            raise NotCompilable(f"expression {e}")
+        op = e.operator.name
+        arity = e.arity
+        if arity == 1 and op in _UNARY:
+            depth = self._emit(e.get_operand(0))
+            self.rows.append((_UNARY[op], 0))
+            return depth
+        if arity == 2 and op in _BINARY:
+            d0 = self._emit(e.get_operand(0))
+            d1 = self._emit(e.get_operand(1))
+            self.rows.append((_BINARY[op], 0))
+            return max(d0, 1 + d1)
+        if arity == 3 and op == "ITE":
+            d0 = self._emit(e.get_operand(0))
+            d1 = self._emit(e.get_operand(1))
+            d2 = self._emit(e.get_operand(2))
+            self.rows.append((ITE, 0))
+            return max(d0, 1 + d1, 2 + d2)
+        raise NotCompilable(f"operator {op} with {arity} operands in {e}")
+
+
+def conjuncts(e) -> list:
+    """The top-level conjuncts of a Storm expression."""
+    if e.is_function_application and e.operator.name == "AND" and e.arity == 2:
+        return conjuncts(e.get_operand(0)) + conjuncts(e.get_operand(1))
+    return [e]
+
+
+def equality_test(e, variables: dict[str, int]):
+    """``(variable index, value)`` when ``e`` is ``var = literal`` (or a Boolean variable / its
+    negation), else ``None``: such conjuncts are tested on the packed state before any bytecode runs."""
+    if e.is_variable() and e.has_boolean_type() and e.get_identifier() in variables:
+        return variables[e.get_identifier()], 1
+    if not e.is_function_application:
+        return None
+    if e.operator.name == "NOT" and e.arity == 1:
+        inner = e.get_operand(0)
+        if inner.is_variable() and inner.has_boolean_type() and inner.get_identifier() in variables:
+            return variables[inner.get_identifier()], 0
+        return None
+    if e.operator.name not in ("EQUAL", "IFF") or e.arity != 2:
+        return None
+    a, b = e.get_operand(0), e.get_operand(1)
+    if b.is_variable() and a.is_literal():
+        a, b = b, a
+    if not (a.is_variable() and b.is_literal() and a.get_identifier() in variables):
+        return None
+    if b.has_boolean_type():
+        return variables[a.get_identifier()], int(b.evaluate_as_bool())
+    if b.has_integer_type():
+        return variables[a.get_identifier()], int(b.evaluate_as_int())
+    return None

@@ -1,0 +1,389 @@
+"""The compiled explorer: breadth-first state exploration of a compiled PRISM program.
+
+States are packed into one int64 (each variable ``j`` in ``mask[j]`` bits at ``shift[j]``, stored as
+value - ``lo[j]``) and numbered in order of discovery through an open-addressing hash table. Choices
+come in Storm's order: unlabelled commands module by module, then each synchronising action (the
+product of one enabled command per module that has the action, the last module varying fastest).
+A choice's transitions are sorted by target and duplicate targets summed, as Storm's builder does.
+Every kernel is compiled once and cached (``numba_kernels.jit``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+import threading
+
+OK, OUT_OF_BOUNDS, NONDETERMINISTIC_DTMC, BAD_PROBABILITY, NOT_ONE, TOO_MANY = 0, 1, 2, 3, 4, 5
+
+
+def _evaluate(rows, consts, a, b, vals, stack):
+    """Value of the expression ``rows[a:b]`` at variable values ``vals``."""
+    sp = 0
+    for i in range(a, b):
+        op = rows[i, 0]
+        if op == 0:
+            stack[sp] = consts[rows[i, 1]]
+            sp += 1
+        elif op == 1:
+            stack[sp] = vals[rows[i, 1]]
+            sp += 1
+        elif op < 10:
+            x = stack[sp - 1]
+            if op == 2:
+                stack[sp - 1] = 1.0 if x == 0.0 else 0.0
+            elif op == 3:
+                stack[sp - 1] = -x
+            elif op == 4:
+                stack[sp - 1] = np.floor(x)
+            else:
+                stack[sp - 1] = np.ceil(x)
+        elif op < 40:
+            y = stack[sp - 1]
+            x = stack[sp - 2]
+            sp -= 1
+            if op == 10:
+                r = x + y
+            elif op == 11:
+                r = x - y
+            elif op == 12:
+                r = x * y
+            elif op == 13:
+                r = x / y if y != 0.0 else (np.inf if x > 0 else (-np.inf if x < 0 else np.nan))
+            elif op == 14:
+                r = min(x, y)
+            elif op == 15:
+                r = max(x, y)
+            elif op == 16:
+                r = x**y
+            elif op == 17:
+                r = np.fmod(x, y) if y != 0.0 else np.nan
+            elif op == 20:
+                r = 1.0 if (x != 0.0 and y != 0.0) else 0.0
+            elif op == 21:
+                r = 1.0 if (x != 0.0 or y != 0.0) else 0.0
+            elif op == 22:
+                r = 1.0 if ((x != 0.0) != (y != 0.0)) else 0.0
+            elif op == 23:
+                r = 1.0 if ((x != 0.0) == (y != 0.0)) else 0.0
+            elif op == 24:
+                r = 1.0 if (x == 0.0 or y != 0.0) else 0.0
+            elif op == 30:
+                r = 1.0 if x == y else 0.0
+            elif op == 31:
+                r = 1.0 if x != y else 0.0
+            elif op == 32:
+                r = 1.0 if x < y else 0.0
+            elif op == 33:
+                r = 1.0 if x <= y else 0.0
+            elif op == 34:
+                r = 1.0 if x > y else 0.0
+            else:
+                r = 1.0 if x >= y else 0.0
+            stack[sp - 1] = r
+        else:
+            z = stack[sp - 1]
+            y = stack[sp - 2]
+            x = stack[sp - 3]
+            sp -= 2
+            stack[sp - 1] = y if x != 0.0 else z
+    return stack[0]
+
+
+def _grow_i(a, need):
+    if need <= a.shape[0]:
+        return a
+    out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+def _grow_f(a, need):
+    if need <= a.shape[0]:
+        return a
+    out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+def _find(table, key, bits):
+    """Slot of ``key`` in the table of ``(key, state)`` rows (an empty slot, state -1, when absent).
+
+    Key and state share a row, so a probe touches one cache line: at millions of states the
+    table's cache misses are most of the exploration's time."""
+    size_mask = table.shape[0] - 1
+    h = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(64 - bits))
+    while True:
+        if table[h, 1] < 0 or table[h, 0] == key:
+            return h
+        h = (h + 1) & size_mask
+
+
+def _rehash(keys, n, bits):
+    table = np.full((np.int64(1) << bits, 2), -1, np.int64)
+    for s in range(n):
+        h = _find(table, keys[s], bits)
+        table[h, 0] = keys[s]
+        table[h, 1] = s
+    return table
+
+
+def _explore(
+    init, lo, hi, shift, mask,
+    rows, consts, start, depth,
+    cmd_guard, cmd_pre_ptr, pre_var, pre_val, cmd_upd_ptr, upd_prob, upd_pval, upd_clear, upd_set,
+    upd_asg_ptr, asg_var, asg_expr,
+    gen_part_ptr, part_cmd_ptr, part_cmd,
+    is_dtmc, max_states,
+):
+    """Explore from ``init``; return ``(status, info, keys, row_groups, indptr, targets, probs, choice_gen)``.
+
+    ``choice_gen`` is the generator (unlabelled command or synchronising action) of each choice, -1
+    for the self-loop Storm adds to deadlock states. ``status`` is ``OK`` or why exploration stopped;
+    for ``OUT_OF_BOUNDS`` ``info`` is (state, variable, value, command).
+    """
+    info = np.full(4, -1, np.int64)
+    nv = lo.shape[0]
+    n_gen = gen_part_ptr.shape[0] - 1
+    bits = 10
+    keys = np.empty(1024, np.int64)
+    keys[0] = init
+    table = _rehash(keys, 1, bits)
+    n = 1
+    row_groups = np.empty(1025, np.int64)
+    row_groups[0] = 0
+    indptr = np.empty(1025, np.int64)
+    indptr[0] = 0
+    choice_gen = np.empty(1024, np.int64)
+    targets = np.empty(4096, np.int64)
+    probs = np.empty(4096, np.float64)
+    n_choices = 0
+    n_trans = 0
+    vals = np.empty(nv, np.float64)
+    stack = np.empty(depth + 1, np.float64)
+    enabled = np.empty(part_cmd.shape[0] + 1, np.int64)
+    n_parts_max = 1
+    for g in range(n_gen):
+        n_parts_max = max(n_parts_max, gen_part_ptr[g + 1] - gen_part_ptr[g])
+    en_ptr = np.empty(n_parts_max + 1, np.int64)
+    odo = np.zeros(n_parts_max, np.int64)
+    d_key = np.empty(64, np.int64)
+    d_prob = np.empty(64, np.float64)
+    e_key = np.empty(64, np.int64)
+    e_prob = np.empty(64, np.float64)
+    ids = np.empty(64, np.int64)
+    s = 0
+    while s < n:
+        code = keys[s]
+        for j in range(nv):
+            vals[j] = np.float64(((code >> shift[j]) & mask[j]) + lo[j])
+        first_choice = n_choices
+        for g in range(n_gen):
+            p0 = gen_part_ptr[g]
+            p1 = gen_part_ptr[g + 1]
+            k = 0
+            empty = False
+            for p in range(p0, p1):
+                en_ptr[p - p0] = k
+                for q in range(part_cmd_ptr[p], part_cmd_ptr[p + 1]):
+                    c = part_cmd[q]
+                    ok = True
+                    for t in range(cmd_pre_ptr[c], cmd_pre_ptr[c + 1]):
+                        if ((code >> shift[pre_var[t]]) & mask[pre_var[t]]) + lo[pre_var[t]] != pre_val[t]:
+                            ok = False
+                            break
+                    if ok:
+                        e = cmd_guard[c]
+                        ok = _evaluate(rows, consts, start[e], start[e + 1], vals, stack) != 0.0
+                    if ok:
+                        enabled[k] = c
+                        k += 1
+                if k == en_ptr[p - p0]:
+                    empty = True
+                    break
+            if empty:
+                continue
+            n_parts = p1 - p0
+            en_ptr[n_parts] = k
+            for i in range(n_parts):
+                odo[i] = 0
+            while True:
+                # the distribution of this combination of commands: one update of each, multiplied
+                nd = 1
+                d_key[0] = code
+                d_prob[0] = 1.0
+                for i in range(n_parts):
+                    c = enabled[en_ptr[i] + odo[i]]
+                    u0 = cmd_upd_ptr[c]
+                    u1 = cmd_upd_ptr[c + 1]
+                    total = 0.0
+                    ne = 0
+                    e_key = _grow_i(e_key, nd * (u1 - u0))
+                    e_prob = _grow_f(e_prob, nd * (u1 - u0))
+                    for u in range(u0, u1):
+                        e = upd_prob[u]
+                        pu = upd_pval[u] if e < 0 else _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+                        if not (pu > 0.0) or pu > 1.0 + 1e-6:
+                            return BAD_PROBABILITY, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
+                        total += pu
+                        change_clear = upd_clear[u]
+                        change_set = upd_set[u]
+                        for a in range(upd_asg_ptr[u], upd_asg_ptr[u + 1]):
+                            j = asg_var[a]
+                            e = asg_expr[a]
+                            x = _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+                            xi = np.int64(x)
+                            if xi != x or xi < lo[j] or xi > hi[j]:
+                                info[0] = s
+                                info[1] = j
+                                info[2] = xi
+                                info[3] = c
+                                return OUT_OF_BOUNDS, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
+                            change_clear |= mask[j] << shift[j]
+                            change_set |= (xi - lo[j]) << shift[j]
+                        for r in range(nd):
+                            e_key[ne] = (d_key[r] & ~change_clear) | change_set
+                            e_prob[ne] = d_prob[r] * pu
+                            ne += 1
+                    if abs(total - 1.0) > 1e-6:
+                        return NOT_ONE, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
+                    d_key, e_key = e_key, d_key
+                    d_prob, e_prob = e_prob, d_prob
+                    nd = ne
+                # number the targets (new states in order of appearance), then sort and merge
+                ids = _grow_i(ids, nd)
+                for r in range(nd):
+                    key = d_key[r]
+                    h = _find(table, key, bits)
+                    t = table[h, 1]
+                    if t < 0:
+                        if n >= max_states:
+                            return TOO_MANY, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
+                        keys = _grow_i(keys, n + 1)
+                        keys[n] = key
+                        table[h, 0] = key
+                        table[h, 1] = n
+                        t = n
+                        n += 1
+                        if 2 * n > table.shape[0]:
+                            bits += 1
+                            table = _rehash(keys, n, bits)
+                    ids[r] = t
+                # insertion sort by target (distributions are short), equal targets merged
+                targets = _grow_i(targets, n_trans + nd)
+                probs = _grow_f(probs, n_trans + nd)
+                m0 = n_trans
+                for r in range(nd):
+                    t = ids[r]
+                    pr = d_prob[r]
+                    k = n_trans
+                    while k > m0 and targets[k - 1] > t:
+                        k -= 1
+                    if k > m0 and targets[k - 1] == t:
+                        probs[k - 1] += pr
+                        continue
+                    for q in range(n_trans, k, -1):
+                        targets[q] = targets[q - 1]
+                        probs[q] = probs[q - 1]
+                    targets[k] = t
+                    probs[k] = pr
+                    n_trans += 1
+                choice_gen = _grow_i(choice_gen, n_choices + 1)
+                indptr = _grow_i(indptr, n_choices + 2)
+                choice_gen[n_choices] = g
+                n_choices += 1
+                indptr[n_choices] = n_trans
+                # next combination (the last module varies fastest)
+                i = n_parts - 1
+                while i >= 0:
+                    odo[i] += 1
+                    if odo[i] < en_ptr[i + 1] - en_ptr[i]:
+                        break
+                    odo[i] = 0
+                    i -= 1
+                if i < 0:
+                    break
+        if n_choices == first_choice:
+            targets = _grow_i(targets, n_trans + 1)
+            probs = _grow_f(probs, n_trans + 1)
+            targets[n_trans] = s
+            probs[n_trans] = 1.0
+            n_trans += 1
+            choice_gen = _grow_i(choice_gen, n_choices + 1)
+            indptr = _grow_i(indptr, n_choices + 2)
+            choice_gen[n_choices] = -1
+            n_choices += 1
+            indptr[n_choices] = n_trans
+        elif is_dtmc and n_choices - first_choice > 1:
+            return NONDETERMINISTIC_DTMC, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
+        row_groups = _grow_i(row_groups, s + 2)
+        row_groups[s + 1] = n_choices
+        s += 1
+    return OK, info, keys[:n], row_groups[: n + 1], indptr[: n_choices + 1], targets[:n_trans], probs[:n_trans], choice_gen[:n_choices]
+
+
+def _decode(keys, lo, shift, mask):
+    """Variable values of each packed state, ``(n_states, n_vars)`` int64."""
+    out = np.empty((keys.shape[0], lo.shape[0]), np.int64)
+    for s in range(keys.shape[0]):
+        for j in range(lo.shape[0]):
+            out[s, j] = ((keys[s] >> shift[j]) & mask[j]) + lo[j]
+    return out
+
+
+def _evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
+    """``expr_of[i]`` (an expression id, -1 for 0) evaluated at state ``state_of[i]``, for every ``i``."""
+    out = np.zeros(state_of.shape[0], np.float64)
+    vals = np.empty(values.shape[1], np.float64)
+    stack = np.empty(depth + 1, np.float64)
+    for i in range(state_of.shape[0]):
+        e = expr_of[i]
+        if e < 0:
+            continue
+        s = state_of[i]
+        for j in range(values.shape[1]):
+            vals[j] = np.float64(values[s, j])
+        out[i] = _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+    return out
+
+
+_HELPERS = ("_evaluate", "_grow_i", "_grow_f", "_find", "_rehash")
+_ENTRIES = ("_explore", "_decode", "_evaluate_at")
+_LOCK = threading.Lock()
+_compiled: dict = {}
+
+
+def _kernel(name: str):
+    """The compiled ``name``; the first call compiles (or loads from numba's cache) every kernel here.
+
+    The helpers replace their plain versions among this module's globals before the entry points
+    compile, so the entry points call compiled helpers.
+    """
+    if not _compiled:
+        with _LOCK:
+            if not _compiled:
+                from mopmc.engine.numba_kernels import jit
+
+                g = globals()
+                for helper in _HELPERS:
+                    g[helper] = jit(g[helper])
+                for entry in _ENTRIES:
+                    _compiled[entry] = jit(g[entry])
+    return _compiled[name]
+
+
+def explore(*args):
+    return _kernel("_explore")(*args)
+
+
+explore.__doc__ = _explore.__doc__
+
+
+def decode(keys, lo, shift, mask):
+    """Variable values of each packed state, ``(n_states, n_vars)`` int64."""
+    return _kernel("_decode")(keys, lo, shift, mask)
+
+
+def evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
+    """``expr_of[i]`` (an expression id, -1 for 0) evaluated at state ``state_of[i]``, for every ``i``."""
+    return _kernel("_evaluate_at")(rows, consts, start, depth, values, state_of, expr_of)

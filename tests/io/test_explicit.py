@@ -1,0 +1,243 @@
+"""mopmc's explicit builder against Storm's: the same model up to the numbering of states.
+
+Oracle: Storm's sparse builder on the same file; the two models are compared state by state through
+the state valuations (choices with their action, rewards and successor distributions; labels;
+initial state), on the shipped examples, the reference models, the design layer's switch and random
+programs that mix the features (global variables, Booleans, synchronisation, formulas, state and
+action rewards, deadlocks, DTMCs).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from mopmc.errors import UnsupportedModelError
+from mopmc.examples import files
+from mopmc.io.load import load
+
+from explicit_compare import assert_same_model
+from support import shared_model
+
+pytest.importorskip("stormpy")
+
+
+def _both(path, constants=None, properties=None):
+    ours = load(path, constants, properties, valuations=True, builder="mopmc")
+    storms = load(path, constants, properties, valuations=True, builder="storm")
+    assert ours.builder == "mopmc" and storms.builder == "storm"
+    return ours, storms
+
+
+@pytest.mark.parametrize("name", sorted(files.ALL))
+def test_shipped_examples(name):
+    ours, storms = _both(files.ALL[name])
+    assert ours.kind == storms.kind
+    assert_same_model(ours.model, storms.model)
+
+
+@pytest.mark.parametrize(
+    "relative",
+    [
+        "team-formation/team_3.nm",
+        "dive-and-rise/dive_and_rise_action_rewards.nm",
+        "switch-scaling/switch_model_20.prism",
+        "switch-table3/switch_model.prism",
+        "switch-table3/switch_model_unif.prism",
+        "switch-case-study/switch_model.prism",
+    ],
+)
+def test_reference_models(relative):
+    ours, storms = _both(shared_model(relative))
+    assert_same_model(ours.model, storms.model)
+
+
+def _transitions(model, state, rename):
+    lo, hi = model.indptr[model.row_groups[state]], model.indptr[model.row_groups[state + 1]]
+    return sorted(zip(rename[model.targets[lo:hi]].tolist(), model.probs[lo:hi].tolist()))
+
+
+@pytest.mark.parametrize("name", ["mini_switch", "dice"])
+def test_probabilities_are_storms_to_the_last_bit(name):
+    ours, storms = _both(files.ALL[name])
+    a, b = ours.model, storms.model
+    index = b.valuations.index()
+    perm = np.array([index[tuple(int(x) for x in row)] for row in a.valuations.values])
+    same = np.arange(b.n_states)
+    for s in range(a.n_states):
+        assert _transitions(a, s, perm) == _transitions(b, perm[s], same)
+
+
+FEATURES = """mdp
+const int N = 3;
+const double p = 0.3;
+global g : [0..2] init 1;
+formula f = x + y;
+module A
+  x : [0..N] init 0;
+  b : bool init false;
+  [] x < N -> 0.5 : (x'=x+1) + 0.5 : (b'=!b);
+  [s] x > 0 & !b -> (x'=x-1);
+  [s] x = N -> p : (x'=0) + 1-p : (g'=min(g+1,2));
+endmodule
+module B
+  y : [0..2];
+  [s] y < 2 -> 0.25 : (y'=y+1) + 0.75 : true;
+  [s] y = 2 -> (y'=0);
+  [t] b => y>0 -> (y'=mod(y+1,3));
+  [u] x = 2 & y = 2 & g = 2 -> (y'=floor(f/2)) & (g'=ceil(g/2));
+endmodule
+module C
+  d : [0..1] init 0;
+  [] d = 0 & x = 2 -> 0.1 : (d'=1) + 0.9 : true;
+  [s] d = 0 -> true;
+  [t] d = 0 -> true;
+  [u] d = 0 -> true;
+endmodule
+rewards "r"
+  x = 1 : 2;
+  [s] f > 2 : 1.5;
+  [] b : 0.25;
+  [t] true : f / 2;
+  [t] x=1 ? true : false : pow(2, y);
+endrewards
+rewards "q"
+  true : 1;
+endrewards
+label "done" = f = 4 & b;
+label "low" = g < 1 | x = 0;
+"""
+
+
+def test_features(tmp_path):
+    path = tmp_path / "features.nm"
+    path.write_text(FEATURES)
+    ours, storms = _both(path)
+    assert_same_model(ours.model, storms.model)
+    assert ours.model.labels["deadlock"].any()  # d = 1 blocks s, t, u; x = 3 blocks []
+
+
+def test_dtmc_with_constants(tmp_path):
+    path = tmp_path / "chain.pm"
+    path.write_text(
+        "dtmc\nconst int N;\nconst double q;\nmodule m\n s : [0..N] init 0;\n"
+        " [] s < N -> q : (s'=s+1) + 1-q : (s'=max(s-1,0));\n [] s = N -> true;\nendmodule\n"
+        'rewards "steps"\n s < N : 1;\nendrewards\nlabel "top" = s = N;\n'
+    )
+    ours, storms = _both(path, {"N": "6", "q": "0.4"})
+    assert ours.kind == "dtmc" and ours.model.is_dtmc
+    assert_same_model(ours.model, storms.model)
+
+
+def test_design_layer_switch(tmp_path):
+    from mopmc.design.explore import convert
+    from mopmc.design.params import load_parameters
+    from mopmc.design.prism_export import save_prism
+    from mopmc.design.spec import switch_design
+
+    d = switch_design(load_parameters("table3").with_n(7))
+    path = save_prism(convert(d.network, d.provider), tmp_path / "sw2.prism")
+    ours, storms = _both(path)
+    assert_same_model(ours.model, storms.model)
+
+
+def _random_program(rng: np.random.Generator) -> str:
+    """A random MDP of two modules with synchronisation, Booleans, a global variable and rewards."""
+    actions = ["", "", "a", "b"]
+
+    def atom():
+        v, k = rng.choice(["x", "y", "g", "b"]), int(rng.integers(0, 3))
+        if v == "b":
+            return "b" if rng.random() < 0.5 else "!b"
+        return f"{v} {rng.choice(['=', '<', '>=', '!='])} {k}"
+
+    def guard():
+        parts = [atom() for _ in range(int(rng.integers(1, 3)))]
+        return f" {rng.choice(['&', '|'])} ".join(parts)
+
+    def update(own):
+        asg = []
+        for v in own:
+            if rng.random() < 0.6:
+                if v == "b":
+                    asg.append("(b'=!b)")
+                else:
+                    hi = 3 if v == "x" else 2
+                    asg.append(f"({v}'=min(max({v}+{int(rng.integers(-1, 2))},0),{hi}))")
+        return " & ".join(asg) or "true"
+
+    def module(name, own, decl):
+        lines = [f"module {name}", *decl]
+        for _ in range(int(rng.integers(2, 6))):
+            act = rng.choice(actions)
+            k = int(rng.integers(1, 4))
+            weights = rng.integers(1, 5, size=k)
+            ps = [f"{w}/{weights.sum()}" for w in weights]
+            mine = own if act == "" else [v for v in own if v != "g"]  # globals change in unlabelled commands only
+            ups = " + ".join(f"{p} : {update(mine)}" for p in ps)
+            lines.append(f"  [{act}] {guard()} -> {ups};")
+        lines.append("endmodule")
+        return lines
+
+    out = ["mdp", "global g : [0..2] init 0;"]
+    out += module("M1", ["x", "b", "g"], ["  x : [0..3] init 0;", "  b : bool init false;"])
+    out += module("M2", ["y"], ["  y : [0..2] init 1;", "  [a] y = 0 -> (y'=1);", "  [b] y = 2 -> true;"])
+    out += ['rewards "r1"', f"  {guard()} : {int(rng.integers(1, 4))};", f"  [a] {guard()} : 0.5;", "endrewards"]
+    out += ['rewards "r2"', f"  [] {guard()} : x + 1;", f"  [b] true : y / 3;", "endrewards"]
+    out += [f'label "l" = {guard()};']
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_programs(tmp_path, seed):
+    path = tmp_path / f"random{seed}.nm"
+    path.write_text(_random_program(np.random.default_rng(seed)))
+    ours, storms = _both(path)
+    assert_same_model(ours.model, storms.model)
+
+
+def test_auto_falls_back_to_storm(tmp_path):
+    init_block = tmp_path / "init.nm"
+    init_block.write_text(
+        "mdp\nmodule m\n s : [0..2];\n [] s < 2 -> (s'=s+1);\n [] s = 2 -> true;\nendmodule\ninit s = 0 endinit\n"
+    )
+    assert load(init_block).builder == "storm"
+    with pytest.raises(UnsupportedModelError, match="use --builder storm"):
+        load(init_block, builder="mopmc")
+    # an atomic expression in a property: Storm's builder adds it as a label
+    loaded = load(files.robot, properties="Pmax=? [F x=4]")
+    assert loaded.builder == "storm" and "(x = 4)" in loaded.model.labels
+    # quoted labels only: ours
+    assert load(files.robot, properties='Pmax=? [F "goal"]').builder == "mopmc"
+
+
+def test_errors_are_storms(tmp_path):
+    """Models Storm's builder rejects still get Storm's message (the own builder steps aside)."""
+    sums = tmp_path / "sums.nm"
+    sums.write_text("mdp\nmodule m\n s : [0..2] init 0;\n [] s < 2 -> 0.5 : (s'=s+1) + 0.4 : true;\n [] s = 2 -> true;\nendmodule\n")
+    messages = []
+    for builder in ("auto", "storm"):
+        with pytest.raises(Exception) as err:
+            load(sums, builder=builder)
+        messages.append((type(err.value), str(err.value)))
+    assert messages[0] == messages[1]
+
+
+def test_unknown_builder():
+    from mopmc.errors import ModelFileError
+
+    with pytest.raises(ModelFileError, match="choose one of auto, mopmc, storm"):
+        load(files.robot, builder="fast")
+
+
+def test_assignment_out_of_range_is_an_error_naming_state_and_command(tmp_path):
+    """Storm builds such a model without a word unless it builds valuations; ours always says."""
+    from mopmc.errors import InvalidModelError
+
+    bounds = tmp_path / "bounds.nm"
+    bounds.write_text("mdp\nmodule m\n s : [0..2] init 0;\n [] true -> (s'=s+1);\nendmodule\n")
+    for builder in ("auto", "mopmc"):
+        with pytest.raises(InvalidModelError, match=r"state \[s=2\]: command \(m: .*\) sets s to 3, outside its range \[0..2\]"):
+            load(bounds, builder=builder)
+    with pytest.raises(UnsupportedModelError, match="out of range"):
+        load(bounds, builder="storm", valuations=True)
