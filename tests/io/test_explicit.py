@@ -57,6 +57,24 @@ def _transitions(model, state, rename):
     return sorted(zip(rename[model.targets[lo:hi]].tolist(), model.probs[lo:hi].tolist()))
 
 
+def _peer_models():
+    import json
+    from pathlib import Path
+
+    cases = json.loads((Path(__file__).parents[1] / "queries" / "peer_tests.json").read_text())["cases"]
+    models = {}
+    for case in cases:
+        models.setdefault(case["model"], case.get("constants") or {})
+    return sorted(models.items())
+
+
+@pytest.mark.parametrize("relative, constants", _peer_models(), ids=[m for m, _ in _peer_models()])
+def test_peer_suite_models(relative, constants):
+    """The models of Storm's and PRISM's own multi-objective tests (negative rewards included)."""
+    ours, storms = _both(shared_model(relative), constants)
+    assert_same_model(ours.model, storms.model)
+
+
 @pytest.mark.parametrize("name", ["mini_switch", "dice"])
 def test_probabilities_are_storms_to_the_last_bit(name):
     ours, storms = _both(files.ALL[name])

@@ -60,10 +60,12 @@ def _frozen(a, dtype) -> np.ndarray:
 
 
 def _immutable(base) -> bool:
-    """Bytes, or a read-only view of bytes or of a read-only mapping (the loader's private file)."""
+    """Bytes, a read-only view of bytes or of a read-only mapping (the loader's private file), or
+    memory a compiled kernel allocated and handed over (numba's ``_MemInfo``: the explicit builder's
+    arrays, which no one else holds)."""
     if isinstance(base, memoryview):
         return base.readonly and isinstance(base.obj, (bytes, mmap.mmap))
-    return isinstance(base, bytes)
+    return isinstance(base, bytes) or type(base).__name__ == "_MemInfo"
 
 
 @dataclass(frozen=True, eq=False)

@@ -133,7 +133,7 @@ def _explore(
     rows, consts, start, depth,
     cmd_guard, cmd_pre_ptr, pre_var, pre_val, cmd_upd_ptr, upd_prob, upd_pval, upd_clear, upd_set,
     upd_asg_ptr, asg_var, asg_expr,
-    gen_part_ptr, part_cmd_ptr, part_cmd,
+    gen_part_ptr, part_key, part_base, bucket_ptr, bucket_cmd,
     is_dtmc, max_states,
 ):
     """Explore from ``init``; return ``(status, info, keys, row_groups, indptr, targets, probs, choice_gen)``.
@@ -161,7 +161,7 @@ def _explore(
     n_trans = 0
     vals = np.empty(nv, np.float64)
     stack = np.empty(depth + 1, np.float64)
-    enabled = np.empty(part_cmd.shape[0] + 1, np.int64)
+    enabled = np.empty(cmd_guard.shape[0] + 1, np.int64)
     n_parts_max = 1
     for g in range(n_gen):
         n_parts_max = max(n_parts_max, gen_part_ptr[g + 1] - gen_part_ptr[g])
@@ -185,8 +185,12 @@ def _explore(
             empty = False
             for p in range(p0, p1):
                 en_ptr[p - p0] = k
-                for q in range(part_cmd_ptr[p], part_cmd_ptr[p + 1]):
-                    c = part_cmd[q]
+                b = part_base[p]
+                key = part_key[p]
+                if key >= 0:
+                    b += (code >> shift[key]) & mask[key]
+                for q in range(bucket_ptr[b], bucket_ptr[b + 1]):
+                    c = bucket_cmd[q]
                     ok = True
                     for t in range(cmd_pre_ptr[c], cmd_pre_ptr[c + 1]):
                         if ((code >> shift[pre_var[t]]) & mask[pre_var[t]]) + lo[pre_var[t]] != pre_val[t]:
@@ -223,9 +227,11 @@ def _explore(
                     for u in range(u0, u1):
                         e = upd_prob[u]
                         pu = upd_pval[u] if e < 0 else _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
-                        if not (pu > 0.0) or pu > 1.0 + 1e-6:
+                        if not (pu >= 0.0) or pu > 1.0 + 1e-6:
                             return BAD_PROBABILITY, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
                         total += pu
+                        if pu == 0.0:  # Storm drops updates of probability 0
+                            continue
                         change_clear = upd_clear[u]
                         change_set = upd_set[u]
                         for a in range(upd_asg_ptr[u], upd_asg_ptr[u + 1]):
@@ -331,6 +337,34 @@ def _decode(keys, lo, shift, mask):
     return out
 
 
+def _choice_rewards(rows, consts, start, depth, values, row_groups, choice_gen, state_expr, gen_expr):
+    """A reward per choice: expression ``state_expr`` (-1: none) at the choice's state plus
+    ``gen_expr[g]`` for its generator ``g`` (-1: none); the deadlock self-loop (generator -1) gets 0."""
+    out = np.zeros(choice_gen.shape[0], np.float64)
+    vals = np.empty(values.shape[1], np.float64)
+    stack = np.empty(depth + 1, np.float64)
+    for s in range(row_groups.shape[0] - 1):
+        loaded = False
+        for c in range(row_groups[s], row_groups[s + 1]):
+            g = choice_gen[c]
+            if g < 0:
+                continue
+            e = gen_expr[g]
+            if state_expr < 0 and e < 0:
+                continue
+            if not loaded:
+                for j in range(values.shape[1]):
+                    vals[j] = np.float64(values[s, j])
+                loaded = True
+            r = 0.0
+            if state_expr >= 0:
+                r += _evaluate(rows, consts, start[state_expr], start[state_expr + 1], vals, stack)
+            if e >= 0:
+                r += _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+            out[c] = r
+    return out
+
+
 def _evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
     """``expr_of[i]`` (an expression id, -1 for 0) evaluated at state ``state_of[i]``, for every ``i``."""
     out = np.zeros(state_of.shape[0], np.float64)
@@ -348,7 +382,7 @@ def _evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
 
 
 _HELPERS = ("_evaluate", "_grow_i", "_grow_f", "_find", "_rehash")
-_ENTRIES = ("_explore", "_decode", "_evaluate_at")
+_ENTRIES = ("_explore", "_decode", "_evaluate_at", "_choice_rewards")
 _LOCK = threading.Lock()
 _compiled: dict = {}
 
@@ -387,3 +421,8 @@ def decode(keys, lo, shift, mask):
 def evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
     """``expr_of[i]`` (an expression id, -1 for 0) evaluated at state ``state_of[i]``, for every ``i``."""
     return _kernel("_evaluate_at")(rows, consts, start, depth, values, state_of, expr_of)
+
+
+def choice_rewards(rows, consts, start, depth, values, row_groups, choice_gen, state_expr, gen_expr):
+    """One reward model's vector over the choices (see ``_choice_rewards``)."""
+    return _kernel("_choice_rewards")(rows, consts, start, depth, values, row_groups, choice_gen, state_expr, gen_expr)

@@ -12,7 +12,7 @@ from mopmc.errors import InvalidModelError, MopmcError
 from mopmc.io import storm
 from mopmc.io.explicit import explore as ex
 from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, equality_test
-from mopmc.io.explicit.rewards_text import ITEMS_MODULE, reward_items, strip_comments, with_items_module
+from mopmc.io.explicit.rewards_text import ITEMS_MODULE, item_value, reward_items, strip_comments, with_items_module
 from mopmc.model.sparse_mdp import SparseMDP, StateValuations
 
 MAX_STATES = 1 << 31
@@ -113,26 +113,23 @@ def _build(program, reward_names, items, formulas, valuations, source) -> Sparse
     values = ex.decode(keys, lo, shift, mask)
     n = len(keys)
     n_choices = len(choice_gen)
-    state_of_choice = np.repeat(np.arange(n, dtype=np.int64), np.diff(row_groups))
 
     items_module = next(m for m in program.modules if m.name == ITEMS_MODULE)
-    item_exprs = [(c.guard_expression, c.updates[0].probability_expression) for c in items_module.commands]
-    rewards = {}
+    item_exprs = [(c.guard_expression, item_value(c.updates[0].probability_expression)) for c in list(items_module.commands)[1:]]
     is_command = choice_gen >= 0
+    rewards = {}
     for name in sorted(reward_names):
         mine = [(it, e) for it, e in zip(items, item_exprs) if it.model == name]
         state_terms = [e for it, e in mine if it.action is None]
-        vec = np.zeros(n_choices)
-        if state_terms:  # Storm gives the self-loop of a deadlock state no state reward
-            expr = code_for(code, state_terms)
-            vec += _at(code, values, state_of_choice, np.where(is_command, expr, -1).astype(np.int64))
-        for action in sorted({it.action for it, _ in mine if it.action is not None}):
-            terms = [e for it, e in mine if it.action == action]
-            expr = code_for(code, terms)
-            gens = [g for g, a in enumerate(action_of_gen) if a == action]  # the deadlock loop (-1) is no command
-            which = np.where(is_command & np.isin(choice_gen, gens), expr, -1).astype(np.int64)
-            vec += _at(code, values, state_of_choice, which)
-        rewards[name] = vec
+        state_expr = code.add_guarded_sum(state_terms) if state_terms else -1
+        gen_expr = np.full(len(action_of_gen), -1, np.int64)
+        for action in {it.action for it, _ in mine if it.action is not None}:
+            expr = code.add_guarded_sum([e for it, e in mine if it.action == action])
+            gen_expr[[g for g, a in enumerate(action_of_gen) if a == action]] = expr
+        rows, consts, start = code.arrays()
+        rewards[name] = _frozen_out(ex.choice_rewards(
+            rows, consts, start, np.int64(code.depth), values, row_groups, choice_gen, np.int64(state_expr), gen_expr
+        ))
 
     labels = {}
     states = np.arange(n, dtype=np.int64)
@@ -143,7 +140,7 @@ def _build(program, reward_names, items, formulas, valuations, source) -> Sparse
     init_mask[0] = True
     labels["init"] = init_mask
     labels["deadlock"] = np.zeros(n, bool)
-    labels["deadlock"][state_of_choice[~is_command]] = True
+    labels["deadlock"][np.searchsorted(row_groups, np.flatnonzero(~is_command), side="right") - 1] = True
 
     per_gen = np.array(action_of_gen + [""], dtype=object)
     used = np.unique(choice_gen)
@@ -154,15 +151,17 @@ def _build(program, reward_names, items, formulas, valuations, source) -> Sparse
     if valuations:
         kinds = tuple(v[1] for v in variables)
         vals = StateValuations(tuple(names), kinds, values)
+    row_groups, indptr, targets, probs, actions = map(_frozen_out, (row_groups, indptr, targets, probs, actions))
     return SparseMDP(
         row_groups, indptr, targets, probs, 0, rewards=rewards, labels=labels,
         action_names=action_names, actions=actions, valuations=vals, source=source,
     )
 
 
-def code_for(code: Code, terms) -> int:
-    """One expression: the sum over ``(guard, value)`` terms of ``guard ? value : 0``."""
-    return code.add_guarded_sum(terms)
+def _frozen_out(a: np.ndarray) -> np.ndarray:
+    """A kernel's output, read-only: SparseMDP adopts it without a copy."""
+    a.setflags(write=False)
+    return a
 
 
 def _at(code: Code, values, state_of, expr_of) -> np.ndarray:
@@ -221,25 +220,25 @@ def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
                 upd_clear.append(clear)
                 upd_set.append(put)
             upd_ptr.append(len(upd_prob))
-    gen_part_ptr, part_cmd_ptr, part_cmd, action_of_gen = [0], [0], [], []
+    # generators: each module's unlabelled commands (one choice per enabled command), then each
+    # synchronising action (one choice per combination of enabled commands of its modules)
+    parts: list[list[int]] = []
+    gen_part_ptr, action_of_gen = [0], []
     for mi, module in enumerate(modules):
-        for ci, command in enumerate(module.commands):
-            if not command.is_labeled:
-                part_cmd.append(cid[(mi, ci)])
-                part_cmd_ptr.append(len(part_cmd))
-                gen_part_ptr.append(len(part_cmd_ptr) - 1)
-                action_of_gen.append("")
+        mine = [cid[(mi, ci)] for ci, c in enumerate(module.commands) if not c.is_labeled]
+        if mine:
+            parts.append(mine)
+            gen_part_ptr.append(len(parts))
+            action_of_gen.append("")
     for action in sorted(program.get_synchronizing_action_indices()):
-        name = program.get_action_name(action)
         for mi, module in enumerate(modules):
             mine = [cid[(mi, ci)] for ci, c in enumerate(module.commands) if c.is_labeled and c.action_index == action]
             if mine:
-                part_cmd.extend(mine)
-                part_cmd_ptr.append(len(part_cmd))
-        if len(part_cmd_ptr) - 1 > gen_part_ptr[-1]:
-            gen_part_ptr.append(len(part_cmd_ptr) - 1)
-            action_of_gen.append(name)
-
+                parts.append(mine)
+        if len(parts) > gen_part_ptr[-1]:
+            gen_part_ptr.append(len(parts))
+            action_of_gen.append(program.get_action_name(action))
+    part_key, part_base, bucket_ptr, bucket_cmd = _buckets(parts, pre_ptr, pre_var, pre_val, lo, hi)
     def arr(x):
         return np.array(x, np.int64)
 
@@ -248,6 +247,35 @@ def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
         "cmd_upd_ptr": arr(upd_ptr), "upd_prob": arr(upd_prob), "upd_pval": np.array(upd_pval, np.float64),
         "upd_clear": arr(upd_clear), "upd_set": arr(upd_set), "upd_asg_ptr": arr(asg_ptr),
         "asg_var": arr(asg_var), "asg_expr": arr(asg_expr),
-        "gen_part_ptr": arr(gen_part_ptr), "part_cmd_ptr": arr(part_cmd_ptr), "part_cmd": arr(part_cmd),
+        "gen_part_ptr": arr(gen_part_ptr), "part_key": arr(part_key), "part_base": arr(part_base),
+        "bucket_ptr": arr(bucket_ptr), "bucket_cmd": arr(bucket_cmd),
         "action_of_gen": action_of_gen,
     }
+
+
+MAX_BUCKETS = 256
+
+
+def _buckets(parts, pre_ptr, pre_var, pre_val, lo, hi):
+    """Each part's commands bucketed by the value of one variable their guards test for equality
+    (the most tested one with at most MAX_BUCKETS values), so a state looks only at the commands
+    that can be enabled: bucket ``v`` of part ``p`` is
+    ``bucket_cmd[bucket_ptr[part_base[p] + v] : bucket_ptr[part_base[p] + v + 1]]`` for the
+    variable's value ``lo + v`` (one bucket, ``v = 0``, when ``part_key[p]`` is -1). Buckets keep
+    the commands' order (Storm's choice order)."""
+    part_key, part_base, bucket_ptr, bucket_cmd = [], [], [0], []
+    for cmds in parts:
+        tests = {c: dict(zip(pre_var[pre_ptr[c] : pre_ptr[c + 1]], pre_val[pre_ptr[c] : pre_ptr[c + 1]])) for c in cmds}
+        counts: dict[int, int] = {}
+        for t in tests.values():
+            for j in t:
+                if hi[j] - lo[j] < MAX_BUCKETS:
+                    counts[j] = counts.get(j, 0) + 1
+        key = max(counts, key=lambda j: (counts[j], -j)) if counts else -1
+        part_key.append(key)
+        part_base.append(len(bucket_ptr) - 1)
+        values = range(int(lo[key]), int(hi[key]) + 1) if key >= 0 else [None]
+        for v in values:
+            bucket_cmd.extend(c for c in cmds if v is None or tests[c].get(key, v) == v)
+            bucket_ptr.append(len(bucket_cmd))
+    return part_key, part_base, bucket_ptr, bucket_cmd

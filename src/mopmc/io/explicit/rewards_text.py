@@ -1,7 +1,8 @@
 """Reward structures read off PRISM source text (stormpy does not expose their items).
 
 Each item ``[action] guard : value;`` (``action`` absent for a state reward) is handed back to Storm
-as a command ``[] guard -> value : true;`` of one extra module appended to the program text; Storm
+as a command ``[] guard -> value + z : true;`` of one extra module (with a variable ``z``, so that
+negative constant values pass as probabilities) appended to the program text; Storm
 parses it with the program's constants and formulas, so the builder reads the item's guard and value
 as ordinary, fully substituted expressions.
 """
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 
 from mopmc.io.explicit.bytecode import NotCompilable
 
-ITEMS_MODULE = "__mopmc_reward_items"
+ITEMS_MODULE = "mopmc_reward_items_"
+ITEMS_VARIABLE = "mopmc_reward_zero_"
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,25 @@ def _separator(item: str) -> int:
 
 def with_items_module(text: str, items: list[RewardItem]) -> str:
     """The program text with one extra module holding each item as a command."""
-    lines = [f"\nmodule {ITEMS_MODULE}"]
+    # z is written (first command), so that Storm's simplification does not fold it into a constant
+    z = ITEMS_VARIABLE
+    lines = [f"\nmodule {ITEMS_MODULE}", f"  {z} : [0..1];", f"  [] {z} = 0 -> ({z}'=1);"]
     for it in items:
-        lines.append(f"  [] ({it.guard}) -> ({it.value}) : true;")
+        # "+ variable": a constant negative value would be rejected as a probability
+        lines.append(f"  [] ({it.guard}) -> ({it.value}) + {ITEMS_VARIABLE} : true;")
     lines.append("endmodule\n")
     return text + "\n".join(lines)
+
+
+def item_value(probability):
+    """The value expression of an item's command (its probability without the ``+ z``); the items'
+    commands follow the module's first command (the one that writes ``z``)."""
+    if (
+        probability.is_function_application
+        and probability.operator.name == "PLUS"
+        and probability.arity == 2
+        and probability.get_operand(1).is_variable()
+        and probability.get_operand(1).get_identifier() == ITEMS_VARIABLE
+    ):
+        return probability.get_operand(0)
+    raise NotCompilable(f"reward item value {probability}")
