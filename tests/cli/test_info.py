@@ -16,6 +16,17 @@ def test_info_json_is_pure():
     for key in ("states", "choices", "transitions", "reward_models", "labels", "initial_state", "load_seconds"):
         assert key in d
     assert d["states"] == 47 and "ctrl_cost" in d["reward_models"]
+    assert d["builder"] == "storm"  # a small program: "auto" leaves it to Storm's builder
+
+
+def test_builder_option():
+    a = run_mopmc("--builder", "mopmc", "info", files.mini_switch, "--json")
+    b = run_mopmc("--builder", "storm", "info", files.mini_switch, "--json")
+    assert a.code == b.code == 0
+    assert a.json()["builder"] == "mopmc" and b.json()["builder"] == "storm"
+    assert {k: v for k, v in a.json().items() if k not in ("builder", "load_seconds")} == {
+        k: v for k, v in b.json().items() if k not in ("builder", "load_seconds")}
+    assert_one_line_error(run_mopmc("--builder", "fast", "info", files.mini_switch), "--builder fast", "auto, mopmc, storm")
 
 
 def test_info_example_name_and_table():

@@ -226,7 +226,17 @@ def test_auto_falls_back_to_storm(tmp_path):
     loaded = load(files.robot, properties="Pmax=? [F x=4]")
     assert loaded.builder == "storm" and "(x = 4)" in loaded.model.labels
     # quoted labels only: ours
-    assert load(files.robot, properties='Pmax=? [F "goal"]').builder == "mopmc"
+    assert load(files.robot, properties='Pmax=? [F "goal"]', builder="mopmc").builder == "mopmc"
+
+
+def test_auto_leaves_small_programs_to_storm(tmp_path):
+    from mopmc.io.explicit import AUTO_MIN_SPACE
+
+    assert load(files.robot).builder == "storm"  # 5 valuations
+    wide = tmp_path / "wide.nm"  # few states, but its variables span more than AUTO_MIN_SPACE valuations
+    wide.write_text(f"mdp\nmodule m\n s : [0..{AUTO_MIN_SPACE}] init 0;\n [] s < 3 -> (s'=s+1);\n [] s = 3 -> true;\nendmodule\n")
+    loaded = load(wide)
+    assert loaded.builder == "mopmc" and loaded.model.n_states == 4
 
 
 def test_errors_are_storms(tmp_path):
@@ -249,13 +259,14 @@ def test_unknown_builder():
 
 
 def test_assignment_out_of_range_is_an_error_naming_state_and_command(tmp_path):
-    """Storm builds such a model without a word unless it builds valuations; ours always says."""
+    """Storm builds such a model without a word unless it builds valuations; ours always says (and
+    "auto" asks Storm for valuations where it leaves a model to Storm)."""
     from mopmc.errors import InvalidModelError
 
     bounds = tmp_path / "bounds.nm"
     bounds.write_text("mdp\nmodule m\n s : [0..2] init 0;\n [] true -> (s'=s+1);\nendmodule\n")
-    for builder in ("auto", "mopmc"):
-        with pytest.raises(InvalidModelError, match=r"state \[s=2\]: command \(m: .*\) sets s to 3, outside its range \[0..2\]"):
-            load(bounds, builder=builder)
+    with pytest.raises(InvalidModelError, match=r"state \[s=2\]: command \(m: .*\) sets s to 3, outside its range \[0..2\]"):
+        load(bounds, builder="mopmc")
+    # auto leaves this small program to Storm's builder, asked to build valuations, so that it checks
     with pytest.raises(UnsupportedModelError, match="out of range"):
-        load(bounds, builder="storm", valuations=True)
+        load(bounds)

@@ -62,7 +62,8 @@ def info(
 
         loaded = load(model, parse_consts(const))
         m = loaded.model
-        summary = {"model": model, "type": loaded.kind, **m.summary(), "load_seconds": round(loaded.seconds, 4)}
+        summary = {"model": model, "type": loaded.kind, **m.summary(), "load_seconds": round(loaded.seconds, 4),
+                   "builder": loaded.builder}
         if json_out:
             print_json(summary)
             return
@@ -77,7 +78,8 @@ def info(
         acts = [a for a in summary["actions"] if a]
         if acts:
             table.add_row("actions", ", ".join(acts))
-        table.add_row("load time", f"{summary['load_seconds']:.3f} s")
+        table.add_row("load time", f"{summary['load_seconds']:.3f} s ({loaded.builder}'s builder)" if loaded.program is not None
+                      else f"{summary['load_seconds']:.3f} s")
         Console().print(table)
 
     run_cli(body)

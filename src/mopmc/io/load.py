@@ -92,8 +92,9 @@ def load(
 
     ``builder``: ``"auto"`` (the default) builds PRISM programs with mopmc's own explicit builder
     (:mod:`mopmc.io.explicit`, several times faster than Storm's, the same model up to the numbering
-    of states) and falls back to Storm's for what it does not cover; ``"storm"`` always uses Storm's;
-    ``"mopmc"`` fails when the own builder cannot build the model.
+    of states) unless their variables span fewer than ``explicit.AUTO_MIN_SPACE`` valuations, and
+    falls back to Storm's for what it does not cover; ``"storm"`` always uses Storm's; ``"mopmc"``
+    always uses the own one and fails when it cannot build the model.
     """
     start = time.perf_counter()
     builder = builder or _default_builder
@@ -125,7 +126,8 @@ def load(
     if builder != "storm" and path.suffix.lower() in storm.PRISM_SUFFIXES:
         from mopmc.io import explicit
 
-        model = explicit.build(path, constants, raw, valuations=valuations, source=str(path))
+        floor = explicit.AUTO_MIN_SPACE if builder == "auto" else 0
+        model = explicit.build(path, constants, raw, valuations=valuations, source=str(path), min_space=floor)
         if model is None and builder == "mopmc":
             raise UnsupportedModelError(
                 f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, "
@@ -133,7 +135,8 @@ def load(
             )
     used = "storm" if model is None else "mopmc"
     if model is None:
-        built = storm.build(program, path, raw, valuations=valuations)
+        # with valuations Storm checks that assignments stay in range (without, it builds on silently)
+        built = storm.build(program, path, raw, valuations=valuations or builder == "auto")
         kind = storm.model_kind(built)
         t_build = time.perf_counter()
         tmp = storm.temp_umb_path()

@@ -68,18 +68,6 @@ class Code:
         self.start.append(len(self.rows))
         return len(self.start) - 2
 
-    def add_sum(self, exprs) -> int:
-        """Compile the sum of Storm expressions (0 when empty); return its id."""
-        if not exprs:
-            return self.add_constant(0.0)
-        depth = self._emit(exprs[0])
-        for e in exprs[1:]:
-            depth = max(depth, 1 + self._emit(e))
-            self.rows.append((PLUS, 0))
-        self.depth = max(self.depth, depth)
-        self.start.append(len(self.rows))
-        return len(self.start) - 2
-
     def add_guarded_sum(self, terms) -> int:
         """Compile the sum over ``(guard, value)`` Storm expressions of ``guard ? value : 0``."""
         depth = 0

@@ -90,15 +90,8 @@ def _evaluate(rows, consts, a, b, vals, stack):
     return stack[0]
 
 
-def _grow_i(a, need):
-    if need <= a.shape[0]:
-        return a
-    out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
-    out[: a.shape[0]] = a
-    return out
-
-
-def _grow_f(a, need):
+def _grow(a, need):
+    """``a``, or a copy twice as long (at least ``need``) when ``need`` exceeds it."""
     if need <= a.shape[0]:
         return a
     out = np.empty(max(need, 2 * a.shape[0]), a.dtype)
@@ -222,8 +215,8 @@ def _explore(
                     u1 = cmd_upd_ptr[c + 1]
                     total = 0.0
                     ne = 0
-                    e_key = _grow_i(e_key, nd * (u1 - u0))
-                    e_prob = _grow_f(e_prob, nd * (u1 - u0))
+                    e_key = _grow(e_key, nd * (u1 - u0))
+                    e_prob = _grow(e_prob, nd * (u1 - u0))
                     for u in range(u0, u1):
                         e = upd_prob[u]
                         pu = upd_pval[u] if e < 0 else _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
@@ -257,7 +250,7 @@ def _explore(
                     d_prob, e_prob = e_prob, d_prob
                     nd = ne
                 # number the targets (new states in order of appearance), then sort and merge
-                ids = _grow_i(ids, nd)
+                ids = _grow(ids, nd)
                 for r in range(nd):
                     key = d_key[r]
                     h = _find(table, key, bits)
@@ -265,7 +258,7 @@ def _explore(
                     if t < 0:
                         if n >= max_states:
                             return TOO_MANY, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
-                        keys = _grow_i(keys, n + 1)
+                        keys = _grow(keys, n + 1)
                         keys[n] = key
                         table[h, 0] = key
                         table[h, 1] = n
@@ -276,8 +269,8 @@ def _explore(
                             table = _rehash(keys, n, bits)
                     ids[r] = t
                 # insertion sort by target (distributions are short), equal targets merged
-                targets = _grow_i(targets, n_trans + nd)
-                probs = _grow_f(probs, n_trans + nd)
+                targets = _grow(targets, n_trans + nd)
+                probs = _grow(probs, n_trans + nd)
                 m0 = n_trans
                 for r in range(nd):
                     t = ids[r]
@@ -294,8 +287,8 @@ def _explore(
                     targets[k] = t
                     probs[k] = pr
                     n_trans += 1
-                choice_gen = _grow_i(choice_gen, n_choices + 1)
-                indptr = _grow_i(indptr, n_choices + 2)
+                choice_gen = _grow(choice_gen, n_choices + 1)
+                indptr = _grow(indptr, n_choices + 2)
                 choice_gen[n_choices] = g
                 n_choices += 1
                 indptr[n_choices] = n_trans
@@ -310,19 +303,19 @@ def _explore(
                 if i < 0:
                     break
         if n_choices == first_choice:
-            targets = _grow_i(targets, n_trans + 1)
-            probs = _grow_f(probs, n_trans + 1)
+            targets = _grow(targets, n_trans + 1)
+            probs = _grow(probs, n_trans + 1)
             targets[n_trans] = s
             probs[n_trans] = 1.0
             n_trans += 1
-            choice_gen = _grow_i(choice_gen, n_choices + 1)
-            indptr = _grow_i(indptr, n_choices + 2)
+            choice_gen = _grow(choice_gen, n_choices + 1)
+            indptr = _grow(indptr, n_choices + 2)
             choice_gen[n_choices] = -1
             n_choices += 1
             indptr[n_choices] = n_trans
         elif is_dtmc and n_choices - first_choice > 1:
             return NONDETERMINISTIC_DTMC, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
-        row_groups = _grow_i(row_groups, s + 2)
+        row_groups = _grow(row_groups, s + 2)
         row_groups[s + 1] = n_choices
         s += 1
     return OK, info, keys[:n], row_groups[: n + 1], indptr[: n_choices + 1], targets[:n_trans], probs[:n_trans], choice_gen[:n_choices]
@@ -381,7 +374,7 @@ def _evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
     return out
 
 
-_HELPERS = ("_evaluate", "_grow_i", "_grow_f", "_find", "_rehash")
+_HELPERS = ("_evaluate", "_grow", "_find", "_rehash")
 _ENTRIES = ("_explore", "_decode", "_evaluate_at", "_choice_rewards")
 _LOCK = threading.Lock()
 _compiled: dict = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from pathlib import Path
 from typing import Mapping
@@ -25,8 +26,11 @@ def build(
     *,
     valuations: bool = False,
     source: str | None = None,
+    min_space: int = 0,
 ) -> SparseMDP | None:
-    """Build the PRISM model in ``path`` ourselves; ``None`` when it needs Storm's builder."""
+    """Build the PRISM model in ``path`` ourselves; ``None`` when it needs Storm's builder, or when
+    its variables span fewer than ``min_space`` valuations (a small model: Storm's builder is done
+    before numba has started)."""
     if path.suffix.lower() not in storm.PRISM_SUFFIXES:
         return None
     try:
@@ -37,6 +41,10 @@ def build(
             return None
         program = storm.define_constants(program, path, constants)
         program = program.substitute_constants().substitute_formulas()
+        if program.model_type.name not in ("MDP", "DTMC") or program.has_initial_states_expression:
+            return None  # (with an init block, variables have no initial values to read)
+        if min_space and _space(program) < min_space:
+            return None
         return _build(program, reward_names, items, formulas, valuations, source or str(path))
     except InvalidModelError:
         raise
@@ -60,6 +68,11 @@ def _variables(program):
     return out
 
 
+def _space(program) -> int:
+    """The number of valuations of the program's variables (a bound on its states)."""
+    return math.prod(hi - lo + 1 for _, _, lo, hi, _ in _variables(program))
+
+
 def _mentions_variables(formulas, names) -> bool:
     """Whether a property uses an atomic expression over the variables (Storm's builder adds those as labels)."""
     for f in formulas:
@@ -71,8 +84,6 @@ def _mentions_variables(formulas, names) -> bool:
 
 def _build(program, reward_names, items, formulas, valuations, source) -> SparseMDP | None:
     kind = program.model_type.name
-    if kind not in ("MDP", "DTMC") or program.has_initial_states_expression:
-        return None
     if [r.name for r in program.reward_models] != reward_names:
         return None
     variables = _variables(program)
