@@ -330,14 +330,19 @@ def _decode(keys, lo, shift, mask):
     return out
 
 
-def _choice_rewards(rows, consts, start, depth, values, row_groups, choice_gen, state_expr, gen_expr):
+def _unpack(key, lo, shift, mask, vals):
+    for j in range(lo.shape[0]):
+        vals[j] = np.float64(((key >> shift[j]) & mask[j]) + lo[j])
+
+
+def _choice_rewards(rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, state_expr, gen_expr):
     """A reward per choice: expression ``state_expr`` (-1: none) at the choice's state plus
     ``gen_expr[g]`` for its generator ``g`` (-1: none); the deadlock self-loop (generator -1) gets 0."""
     out = np.zeros(choice_gen.shape[0], np.float64)
-    vals = np.empty(values.shape[1], np.float64)
+    vals = np.empty(lo.shape[0], np.float64)
     stack = np.empty(depth + 1, np.float64)
     for s in range(row_groups.shape[0] - 1):
-        loaded = False
+        unpacked = False
         for c in range(row_groups[s], row_groups[s + 1]):
             g = choice_gen[c]
             if g < 0:
@@ -345,10 +350,9 @@ def _choice_rewards(rows, consts, start, depth, values, row_groups, choice_gen, 
             e = gen_expr[g]
             if state_expr < 0 and e < 0:
                 continue
-            if not loaded:
-                for j in range(values.shape[1]):
-                    vals[j] = np.float64(values[s, j])
-                loaded = True
+            if not unpacked:
+                _unpack(keys[s], lo, shift, mask, vals)
+                unpacked = True
             r = 0.0
             if state_expr >= 0:
                 r += _evaluate(rows, consts, start[state_expr], start[state_expr + 1], vals, stack)
@@ -358,24 +362,19 @@ def _choice_rewards(rows, consts, start, depth, values, row_groups, choice_gen, 
     return out
 
 
-def _evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
-    """``expr_of[i]`` (an expression id, -1 for 0) evaluated at state ``state_of[i]``, for every ``i``."""
-    out = np.zeros(state_of.shape[0], np.float64)
-    vals = np.empty(values.shape[1], np.float64)
+def _state_values(rows, consts, start, depth, keys, lo, shift, mask, e):
+    """Expression ``e`` at every state."""
+    out = np.empty(keys.shape[0], np.float64)
+    vals = np.empty(lo.shape[0], np.float64)
     stack = np.empty(depth + 1, np.float64)
-    for i in range(state_of.shape[0]):
-        e = expr_of[i]
-        if e < 0:
-            continue
-        s = state_of[i]
-        for j in range(values.shape[1]):
-            vals[j] = np.float64(values[s, j])
-        out[i] = _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+    for s in range(keys.shape[0]):
+        _unpack(keys[s], lo, shift, mask, vals)
+        out[s] = _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
     return out
 
 
-_HELPERS = ("_evaluate", "_grow", "_find", "_rehash")
-_ENTRIES = ("_explore", "_decode", "_evaluate_at", "_choice_rewards")
+_HELPERS = ("_evaluate", "_grow", "_find", "_rehash", "_unpack")
+_ENTRIES = ("_explore", "_decode", "_state_values", "_choice_rewards")
 _LOCK = threading.Lock()
 _compiled: dict = {}
 
@@ -411,11 +410,11 @@ def decode(keys, lo, shift, mask):
     return _kernel("_decode")(keys, lo, shift, mask)
 
 
-def evaluate_at(rows, consts, start, depth, values, state_of, expr_of):
-    """``expr_of[i]`` (an expression id, -1 for 0) evaluated at state ``state_of[i]``, for every ``i``."""
-    return _kernel("_evaluate_at")(rows, consts, start, depth, values, state_of, expr_of)
+def state_values(rows, consts, start, depth, keys, lo, shift, mask, e):
+    """Expression ``e`` at every packed state."""
+    return _kernel("_state_values")(rows, consts, start, depth, keys, lo, shift, mask, e)
 
 
-def choice_rewards(rows, consts, start, depth, values, row_groups, choice_gen, state_expr, gen_expr):
+def choice_rewards(rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, state_expr, gen_expr):
     """One reward model's vector over the choices (see ``_choice_rewards``)."""
-    return _kernel("_choice_rewards")(rows, consts, start, depth, values, row_groups, choice_gen, state_expr, gen_expr)
+    return _kernel("_choice_rewards")(rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, state_expr, gen_expr)

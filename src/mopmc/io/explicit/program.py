@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping
 
@@ -82,86 +83,65 @@ def _mentions_variables(formulas, names) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """How a state is packed into an int64: variable ``j`` as value - ``lo[j]`` in ``mask[j]`` bits
+    at ``shift[j]``."""
+
+    names: list
+    kinds: tuple
+    lo: np.ndarray
+    hi: np.ndarray
+    shift: np.ndarray
+    mask: np.ndarray
+    init: int
+
+    @classmethod
+    def of(cls, variables) -> "_Layout | None":
+        lo = np.array([v[2] for v in variables], np.int64)
+        hi = np.array([v[3] for v in variables], np.int64)
+        width = np.array([max(1, int(h - l).bit_length()) for l, h in zip(lo, hi)], np.int64)
+        init = np.array([v[4] for v in variables], np.int64)
+        if width.sum() > 62 or np.any(lo > hi) or np.any(init < lo) or np.any(init > hi):
+            return None
+        shift = np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.int64)
+        packed = int(np.sum((init - lo) << shift))
+        return cls([v[0] for v in variables], tuple(v[1] for v in variables), lo, hi, shift, (np.int64(1) << width) - 1, packed)
+
+    def packing(self):
+        return self.lo, self.shift, self.mask
+
+
 def _build(program, reward_names, items, formulas, valuations, source) -> SparseMDP | None:
-    kind = program.model_type.name
     if [r.name for r in program.reward_models] != reward_names:
         return None
     variables = _variables(program)
-    names = [v[0] for v in variables]
-    if _mentions_variables(formulas, set(names)):
+    layout = _Layout.of(variables)
+    if layout is None or _mentions_variables(formulas, set(layout.names)):
         return None
-    index = {n: j for j, n in enumerate(names)}
-    lo = np.array([v[2] for v in variables], np.int64)
-    hi = np.array([v[3] for v in variables], np.int64)
-    width = np.array([max(1, int(h - l).bit_length()) for l, h in zip(lo, hi)], np.int64)
-    if width.sum() > 62 or np.any(lo > hi):
-        return None
-    shift = np.concatenate([[0], np.cumsum(width)[:-1]]).astype(np.int64)
-    mask = (np.int64(1) << width) - 1
-    init_values = np.array([v[4] for v in variables], np.int64)
-    if np.any(init_values < lo) or np.any(init_values > hi):
-        return None
-    init = int(np.sum((init_values - lo) << shift))
-
+    index = {n: j for j, n in enumerate(layout.names)}
     code = Code(index)
-    tables = _commands(program, code, index, lo, hi, shift, mask)
-    commands = [f"({m.name}: {c})" for m in program.modules if m.name != ITEMS_MODULE for c in m.commands]
+    tables = _commands(program, code, index, layout.lo, layout.hi, layout.shift, layout.mask)
     action_of_gen = tables.pop("action_of_gen")
     rows, consts, start = code.arrays()
     status, info, keys, row_groups, indptr, targets, probs, choice_gen = ex.explore(
-        np.int64(init), lo, hi, shift, mask, rows, consts, start, np.int64(code.depth),
-        *tables.values(), kind == "DTMC", np.int64(MAX_STATES),
+        np.int64(layout.init), layout.lo, layout.hi, layout.shift, layout.mask, rows, consts, start,
+        np.int64(code.depth), *tables.values(), program.model_type.name == "DTMC", np.int64(MAX_STATES),
     )
     if status == ex.OUT_OF_BOUNDS:
-        state, var, value, command = (int(x) for x in info)
-        valuation = ", ".join(f"{nm}={int(v)}" for nm, v in zip(names, ex.decode(keys[state : state + 1], lo, shift, mask)[0]))
-        raise InvalidModelError(
-            f"{source}: state [{valuation}]: command {commands[command]} sets {names[var]} to {value}, "
-            f"outside its range [{lo[var]}..{hi[var]}]"
-        )
+        raise _out_of_bounds(program, layout, keys, info, source)
     if status != ex.OK:
         return None
-    values = ex.decode(keys, lo, shift, mask)
-    n = len(keys)
-    n_choices = len(choice_gen)
-
     items_module = next(m for m in program.modules if m.name == ITEMS_MODULE)
     item_exprs = [(c.guard_expression, item_value(c.updates[0].probability_expression)) for c in list(items_module.commands)[1:]]
-    is_command = choice_gen >= 0
-    rewards = {}
-    for name in sorted(reward_names):
-        mine = [(it, e) for it, e in zip(items, item_exprs) if it.model == name]
-        state_terms = [e for it, e in mine if it.action is None]
-        state_expr = code.add_guarded_sum(state_terms) if state_terms else -1
-        gen_expr = np.full(len(action_of_gen), -1, np.int64)
-        for action in {it.action for it, _ in mine if it.action is not None}:
-            expr = code.add_guarded_sum([e for it, e in mine if it.action == action])
-            gen_expr[[g for g, a in enumerate(action_of_gen) if a == action]] = expr
-        rows, consts, start = code.arrays()
-        rewards[name] = _frozen_out(ex.choice_rewards(
-            rows, consts, start, np.int64(code.depth), values, row_groups, choice_gen, np.int64(state_expr), gen_expr
-        ))
-
-    labels = {}
-    states = np.arange(n, dtype=np.int64)
-    for label in program.labels:
-        e = code.add(label.expression)
-        labels[label.name] = _at(code, values, states, np.full(n, e, np.int64)) != 0.0
-    init_mask = np.zeros(n, bool)
-    init_mask[0] = True
-    labels["init"] = init_mask
-    labels["deadlock"] = np.zeros(n, bool)
-    labels["deadlock"][np.searchsorted(row_groups, np.flatnonzero(~is_command), side="right") - 1] = True
-
-    per_gen = np.array(action_of_gen + [""], dtype=object)
-    used = np.unique(choice_gen)
-    action_names = tuple(sorted({per_gen[g] for g in used}))  # as Storm: the actions of some choice
-    position = {a: i for i, a in enumerate(action_names)}
-    actions = np.array([position.get(a, -1) for a in per_gen], np.int64)[choice_gen]
-    vals = None
-    if valuations:
-        kinds = tuple(v[1] for v in variables)
-        vals = StateValuations(tuple(names), kinds, values)
+    rewards = {
+        name: _reward_vector(code, layout, keys, row_groups, choice_gen, action_of_gen,
+                             [(it, e) for it, e in zip(items, item_exprs) if it.model == name])
+        for name in sorted(reward_names)
+    }
+    labels = _labels(program, code, layout, keys, row_groups, choice_gen)
+    action_names, actions = _actions(action_of_gen, choice_gen)
+    vals = StateValuations(tuple(layout.names), layout.kinds, ex.decode(keys, *layout.packing())) if valuations else None
     row_groups, indptr, targets, probs, actions = map(_frozen_out, (row_groups, indptr, targets, probs, actions))
     return SparseMDP(
         row_groups, indptr, targets, probs, 0, rewards=rewards, labels=labels,
@@ -169,15 +149,58 @@ def _build(program, reward_names, items, formulas, valuations, source) -> Sparse
     )
 
 
+def _out_of_bounds(program, layout: _Layout, keys, info, source) -> InvalidModelError:
+    state, var, value, command = (int(x) for x in info)
+    commands = [f"({m.name}: {c})" for m in program.modules if m.name != ITEMS_MODULE for c in m.commands]
+    values = ex.decode(keys[state : state + 1], *layout.packing())[0]
+    valuation = ", ".join(f"{nm}={int(v)}" for nm, v in zip(layout.names, values))
+    return InvalidModelError(
+        f"{source}: state [{valuation}]: command {commands[command]} sets {layout.names[var]} to {value}, "
+        f"outside its range [{layout.lo[var]}..{layout.hi[var]}]"
+    )
+
+
+def _reward_vector(code: Code, layout: _Layout, keys, row_groups, choice_gen, action_of_gen, items) -> np.ndarray:
+    """One reward model per choice from its ``(item, (guard, value))`` pairs: state items at every
+    choice of a state (not the deadlock self-loop, as in Storm), action items at their action's choices."""
+    state_terms = [e for it, e in items if it.action is None]
+    state_expr = code.add_guarded_sum(state_terms) if state_terms else -1
+    gen_expr = np.full(len(action_of_gen), -1, np.int64)
+    for action in {it.action for it, _ in items if it.action is not None}:
+        expr = code.add_guarded_sum([e for it, e in items if it.action == action])
+        gen_expr[[g for g, a in enumerate(action_of_gen) if a == action]] = expr
+    rows, consts, start = code.arrays()
+    return _frozen_out(ex.choice_rewards(rows, consts, start, np.int64(code.depth), keys, *layout.packing(),
+                                         row_groups, choice_gen, np.int64(state_expr), gen_expr))
+
+
+def _labels(program, code: Code, layout: _Layout, keys, row_groups, choice_gen) -> dict:
+    """The program's labels, ``init`` and ``deadlock`` (the states Storm gives a self-loop)."""
+    labels = {}
+    for label in program.labels:
+        e = code.add(label.expression)
+        rows, consts, start = code.arrays()
+        labels[label.name] = ex.state_values(rows, consts, start, np.int64(code.depth), keys, *layout.packing(), np.int64(e)) != 0.0
+    n = len(keys)
+    labels["init"] = np.zeros(n, bool)
+    labels["init"][0] = True
+    labels["deadlock"] = np.zeros(n, bool)
+    labels["deadlock"][np.searchsorted(row_groups, np.flatnonzero(choice_gen < 0), side="right") - 1] = True
+    return labels
+
+
+def _actions(action_of_gen, choice_gen):
+    """Storm's action names (those of some choice, sorted; "" for unlabelled) and each choice's index."""
+    per_gen = np.array(action_of_gen + [""], dtype=object)
+    action_names = tuple(sorted({per_gen[g] for g in np.unique(choice_gen)}))
+    position = {a: i for i, a in enumerate(action_names)}
+    return action_names, np.array([position.get(a, -1) for a in per_gen], np.int64)[choice_gen]
+
+
 def _frozen_out(a: np.ndarray) -> np.ndarray:
     """A kernel's output, read-only: SparseMDP adopts it without a copy."""
     a.setflags(write=False)
     return a
-
-
-def _at(code: Code, values, state_of, expr_of) -> np.ndarray:
-    rows, consts, start = code.arrays()
-    return ex.evaluate_at(rows, consts, start, np.int64(code.depth), values, state_of, expr_of)
 
 
 def literal(e) -> float:
