@@ -1,3 +1,4 @@
+import numpy as np
 import pytest
 
 from support import assert_one_line_error, run_mopmc, shared_model
@@ -87,3 +88,13 @@ def test_table3_model_counts():
     path = shared_model("switch-table3/switch_model.prism")
     d = run_mopmc("info", path, "--json").json()
     assert (d["states"], d["choices"], d["transitions"]) == (92017, 152089, 263489)
+
+
+def test_check_answers_do_not_depend_on_the_builder():
+    prop = 'multi(R{"ctrl_cost"}min=? [C], R{"ttc_cost"}min=? [C])'
+    out = {}
+    for builder in ("mopmc", "storm"):
+        r = run_mopmc("--builder", builder, "check", files.mini_switch, "--prop", prop, "--json")
+        assert r.code == 0, r.stderr
+        out[builder] = r.json()[0]["points"]
+    assert np.allclose(out["mopmc"], out["storm"], rtol=0, atol=1e-12)

@@ -75,7 +75,7 @@ def test_peer_suite_models(relative, constants):
     assert_same_model(ours.model, storms.model)
 
 
-@pytest.mark.parametrize("name", ["mini_switch", "dice"])
+@pytest.mark.parametrize("name", sorted(files.ALL))
 def test_probabilities_are_storms_to_the_last_bit(name):
     ours, storms = _both(files.ALL[name])
     a, b = ours.model, storms.model

@@ -183,6 +183,7 @@ def load_model(
     constants: Mapping[str, str] | None = None,
     *,
     valuations: bool = False,
+    builder: str | None = None,
 ) -> SparseMDP:
     """Load a PRISM, JANI or UMB model as a validated :class:`SparseMDP`.
 
@@ -190,8 +191,10 @@ def load_model(
         path: the model file.
         constants: values for undefined constants, name -> value text (e.g. ``{"N": "3"}``).
         valuations: also build the variable values of each state.
+        builder: who builds a PRISM program: ``"auto"`` (default), ``"mopmc"`` or ``"storm"``
+            (see :func:`load` and docs/builder.md).
 
     >>> from mopmc.examples import files
     >>> load_model(files.coin_game).n_states  # doctest: +SKIP
     """
-    return load(path, constants, valuations=valuations).model
+    return load(path, constants, valuations=valuations, builder=builder).model
