@@ -127,7 +127,8 @@ def load(
         from mopmc.io import explicit
 
         floor = explicit.AUTO_MIN_SPACE if builder == "auto" else 0
-        model = explicit.build(path, constants, raw, valuations=valuations, source=str(path), min_space=floor)
+        atoms = _atoms(program, formulas, str(path))
+        model = explicit.build(path, constants, atoms, valuations=valuations, source=str(path), min_space=floor)
         if model is None and builder == "mopmc":
             raise UnsupportedModelError(
                 f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, "
@@ -163,6 +164,27 @@ def load(
         raise
     timings = {"parse": t_parse - start, "build": t_build - t_parse, "extract": t_extract - t_build}
     return LoadedModel(model, program, formulas, time.perf_counter() - start, kind, timings, used)
+
+
+def _atoms(program, formulas, where: str) -> list[str] | None:
+    """The atomic expressions of the properties' state formulas (Storm's builder adds them as
+    labels), or ``None`` when the properties do not parse into objectives here."""
+    from mopmc.errors import MopmcError
+    from mopmc.properties.parse import parse_properties
+    from mopmc.properties.states import atomic_expressions
+
+    if not formulas:
+        return []
+    labels = {label.name for label in program.labels} | {"init", "deadlock"}
+    rewards = {r.name for r in program.reward_models}
+    try:
+        props = parse_properties(formulas, rewards, labels, where)
+    except MopmcError:
+        return None
+    # (G phi is kept as the target !(phi): phi is the state formula written)
+    texts = [t for p in props for o in p.objectives
+             for t in (o.left_text, o.right_text[2:-1] if o.negated else o.right_text) if t]
+    return sorted({a for t in texts for a in atomic_expressions(t)})
 
 
 def _extract(built, path: Path, *, valuations: bool = False) -> SparseMDP:

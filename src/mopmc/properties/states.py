@@ -116,3 +116,35 @@ def label_names(formula) -> list[str]:
             return names
         names.append(text[i + 1 : j])
         i = j + 1
+
+
+def atomic_expressions(formula) -> list[str]:
+    """The atomic expressions of a state formula as :func:`state_mask` meets them: the maximal parts
+    without quoted labels (``(x = 4)`` of ``"goal" & (x = 4)``), which a model built together with
+    the properties has as labels named by that text.
+
+    >>> atomic_expressions('("goal" & (x = 4)) | !(y < 2)')
+    ['(x = 4)', '!(y < 2)']
+    """
+    out: list[str] = []
+
+    def walk(s: str) -> None:
+        s = s.strip()
+        if not s or s in ("true", "false"):
+            return
+        if '"' not in s:
+            out.append(s)
+            return
+        for op in ("|", "&"):
+            parts = _split_top(s, op)
+            if parts:
+                for part in parts:
+                    walk(part)
+                return
+        if s.startswith("!"):
+            walk(s[1:])
+        elif s.startswith("(") and _closing(s, 0) == len(s) - 1:
+            walk(s[1:-1])
+
+    walk(formula if isinstance(formula, str) else str(formula))
+    return out

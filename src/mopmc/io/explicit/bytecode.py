@@ -3,13 +3,14 @@
 An expression becomes rows ``(op, arg)`` of an int64 array: ``CONST k`` pushes ``consts[k]``,
 ``VAR j`` pushes variable ``j`` of the current state; operators pop their operands and push the
 result. Every value is a float64 (integers are exact up to 2**53, Booleans are 0/1), which is how
-Storm's double-valued builder evaluates them too: literals take Storm's own double value
-(``evaluate_as_double``), so probabilities come out as Storm's.
+Storm's double-valued builder evaluates them too: rational literals become the nearest
+double, as in Storm's builder, so probabilities come out as Storm's.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import numpy as np
 
@@ -106,7 +107,7 @@ class Code:
             elif e.has_integer_type():
                 value = float(e.evaluate_as_int())
             else:
-                value = float(e.evaluate_as_double())
+                value = rational_literal(e)
             self._push_const(value)
             return 1
         if e.is_variable():
@@ -135,6 +136,12 @@ class Code:
             self.rows.append((ITE, 0))
             return max(d0, 1 + d1, 2 + d2)
         raise NotCompilable(f"operator {op} with {arity} operands in {e}")
+
+
+def rational_literal(e) -> float:
+    """A rational literal as the nearest double (Storm's ``evaluate_as_double`` truncates:
+    1/10 -> 0.09999999999999999, where Storm's builder has 0.1)."""
+    return float(Fraction(str(e)))
 
 
 def conjuncts(e) -> list:

@@ -6,15 +6,15 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
 from mopmc.errors import InvalidModelError, MopmcError
 from mopmc.io import storm
 from mopmc.io.explicit import explore as ex
-from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, equality_test
-from mopmc.io.explicit.rewards_text import ITEMS_MODULE, item_value, reward_items, strip_comments, with_items_module
+from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, equality_test, rational_literal
+from mopmc.io.explicit.rewards_text import ATOM_LABEL, ITEMS_MODULE, item_value, reward_items, strip_comments, with_items_module
 from mopmc.model.sparse_mdp import SparseMDP, StateValuations
 
 MAX_STATES = 1 << 31
@@ -23,7 +23,7 @@ MAX_STATES = 1 << 31
 def build(
     path: Path,
     constants: Mapping[str, str],
-    formulas=(),
+    atoms: Sequence[str] | None = (),
     *,
     valuations: bool = False,
     source: str | None = None,
@@ -31,13 +31,16 @@ def build(
 ) -> SparseMDP | None:
     """Build the PRISM model in ``path`` ourselves; ``None`` when it needs Storm's builder, or when
     its variables span fewer than ``min_space`` valuations (a small model: Storm's builder is done
-    before numba has started)."""
-    if path.suffix.lower() not in storm.PRISM_SUFFIXES:
+    before numba has started). ``atoms``: the properties' atomic expressions (Storm's printed
+    text, :func:`mopmc.properties.states.atomic_expressions`), built as labels of that name;
+    ``None`` when they are not known (Storm's builder then adds them)."""
+    if path.suffix.lower() not in storm.PRISM_SUFFIXES or atoms is None:
         return None
     try:
         text = strip_comments(path.read_text())
         reward_names, items = reward_items(text)
-        program = storm.parse_program_text(with_items_module(text, items), path)
+        atoms = list(atoms)
+        program = storm.parse_program_text(with_items_module(text, items, atoms), path)
         if program is None:
             return None
         program = storm.define_constants(program, path, constants)
@@ -46,7 +49,7 @@ def build(
             return None  # (with an init block, variables have no initial values to read)
         if min_space and _space(program) < min_space:
             return None
-        return _build(program, reward_names, items, formulas, valuations, source or str(path))
+        return _build(program, reward_names, items, atoms, valuations, source or str(path))
     except InvalidModelError:
         raise
     except (NotCompilable, MopmcError, RuntimeError, ValueError, UnicodeDecodeError, OSError):
@@ -72,15 +75,6 @@ def _variables(program):
 def _space(program) -> int:
     """The number of valuations of the program's variables (a bound on its states)."""
     return math.prod(hi - lo + 1 for _, _, lo, hi, _ in _variables(program))
-
-
-def _mentions_variables(formulas, names) -> bool:
-    """Whether a property uses an atomic expression over the variables (Storm's builder adds those as labels)."""
-    for f in formulas:
-        text = re.sub(r'"[^"]*"', "", str(f))
-        if set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)) & names:
-            return True
-    return False
 
 
 @dataclass(frozen=True)
@@ -112,12 +106,12 @@ class _Layout:
         return self.lo, self.shift, self.mask
 
 
-def _build(program, reward_names, items, formulas, valuations, source) -> SparseMDP | None:
+def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP | None:
     if [r.name for r in program.reward_models] != reward_names:
         return None
     variables = _variables(program)
     layout = _Layout.of(variables)
-    if layout is None or _mentions_variables(formulas, set(layout.names)):
+    if layout is None:
         return None
     index = {n: j for j, n in enumerate(layout.names)}
     code = Code(index)
@@ -139,7 +133,7 @@ def _build(program, reward_names, items, formulas, valuations, source) -> Sparse
                              [(it, e) for it, e in zip(items, item_exprs) if it.model == name])
         for name in sorted(reward_names)
     }
-    labels = _labels(program, code, layout, keys, row_groups, choice_gen)
+    labels = _labels(program, code, layout, keys, row_groups, choice_gen, atoms)
     action_names, actions = _actions(action_of_gen, choice_gen)
     vals = StateValuations(tuple(layout.names), layout.kinds, ex.decode(keys, *layout.packing())) if valuations else None
     row_groups, indptr, targets, probs, actions = map(_frozen_out, (row_groups, indptr, targets, probs, actions))
@@ -174,13 +168,15 @@ def _reward_vector(code: Code, layout: _Layout, keys, row_groups, choice_gen, ac
                                          row_groups, choice_gen, np.int64(state_expr), gen_expr))
 
 
-def _labels(program, code: Code, layout: _Layout, keys, row_groups, choice_gen) -> dict:
-    """The program's labels, ``init`` and ``deadlock`` (the states Storm gives a self-loop)."""
+def _labels(program, code: Code, layout: _Layout, keys, row_groups, choice_gen, atoms) -> dict:
+    """The program's labels, the atoms' labels, ``init`` and ``deadlock`` (the states Storm gives a
+    self-loop)."""
     labels = {}
+    atom_names = {ATOM_LABEL.format(k): atom for k, atom in enumerate(atoms)}
     for label in program.labels:
         e = code.add(label.expression)
         rows, consts, start = code.arrays()
-        labels[label.name] = ex.state_values(rows, consts, start, np.int64(code.depth), keys, *layout.packing(), np.int64(e)) != 0.0
+        labels[atom_names.get(label.name, label.name)] = ex.state_values(rows, consts, start, np.int64(code.depth), keys, *layout.packing(), np.int64(e)) != 0.0
     n = len(keys)
     labels["init"] = np.zeros(n, bool)
     labels["init"][0] = True
@@ -208,7 +204,7 @@ def literal(e) -> float:
         return 1.0 if e.evaluate_as_bool() else 0.0
     if e.has_integer_type():
         return float(e.evaluate_as_int())
-    return float(e.evaluate_as_double())
+    return rational_literal(e)
 
 
 def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:

@@ -67,16 +67,21 @@ def _separator(item: str) -> int:
     raise NotCompilable(f"reward item {item!r} without ':'")
 
 
-def with_items_module(text: str, items: list[RewardItem]) -> str:
-    """The program text with one extra module holding each item as a command."""
+ATOM_LABEL = "mopmc_atom_{}_"
+
+
+def with_items_module(text: str, items: list[RewardItem], atoms=()) -> str:
+    """The program text with one extra module holding each item as a command, and a label
+    ``mopmc_atom_K_`` for each atomic expression ``atoms[K]`` of the properties."""
     # z is written (first command), so that Storm's simplification does not fold it into a constant
     z = ITEMS_VARIABLE
     lines = [f"\nmodule {ITEMS_MODULE}", f"  {z} : [0..1];", f"  [] {z} = 0 -> ({z}'=1);"]
     for it in items:
         # "+ variable": a constant negative value would be rejected as a probability
         lines.append(f"  [] ({it.guard}) -> ({it.value}) + {ITEMS_VARIABLE} : true;")
-    lines.append("endmodule\n")
-    return text + "\n".join(lines)
+    lines.append("endmodule")
+    lines += [f'label "{ATOM_LABEL.format(k)}" = ({atom});' for k, atom in enumerate(atoms)]
+    return text + "\n".join(lines) + "\n"
 
 
 def item_value(probability):
