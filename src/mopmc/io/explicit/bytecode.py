@@ -2,7 +2,8 @@
 
 An expression becomes rows ``(op, arg)`` of an int64 array: ``CONST k`` pushes ``consts[k]``,
 ``VAR j`` pushes variable ``j`` of the current state; operators pop their operands and push the
-result. Every value is a float64 (integers are exact up to 2**53, Booleans are 0/1), which is how
+result; ``&``, ``|`` and ``c ? a : b`` jump (to absolute rows) past what their left side or
+condition makes unnecessary, as large guards and formulas are mostly conjunctions. Every value is a float64 (integers are exact up to 2**53, Booleans are 0/1), which is how
 Storm's double-valued builder evaluates them too: rational literals become the nearest
 double, as in Storm's builder, so probabilities come out as Storm's.
 """
@@ -17,14 +18,15 @@ import numpy as np
 CONST, VAR = 0, 1
 NOT, NEG, FLOOR, CEIL = 2, 3, 4, 5
 PLUS, MINUS, TIMES, DIVIDE, MIN, MAX, POWER, MODULO = 10, 11, 12, 13, 14, 15, 16, 17
-AND, OR, XOR, IFF, IMPLIES = 20, 21, 22, 23, 24
+XOR, IFF, IMPLIES = 22, 23, 24
 EQ, NEQ, LT, LE, GT, GE = 30, 31, 32, 33, 34, 35
-ITE = 40
+# jumps (arg: the row to go on at): AND and OR stop once their left side decides, ITE evaluates one branch
+AND_THEN, OR_ELSE, IF_NOT, GOTO = 50, 51, 52, 53
 
 _UNARY = {"NOT": NOT, "MINUS": NEG, "FLOOR": FLOOR, "CEIL": CEIL}
 _BINARY = {
     "PLUS": PLUS, "MINUS": MINUS, "TIMES": TIMES, "DIVIDE": DIVIDE, "MIN": MIN, "MAX": MAX,
-    "POWER": POWER, "MODULO": MODULO, "AND": AND, "OR": OR, "XOR": XOR, "IFF": IFF,
+    "POWER": POWER, "MODULO": MODULO, "XOR": XOR, "IFF": IFF,
     "IMPLIES": IMPLIES, "EQUAL": EQ, "NOT_EQUAL": NEQ, "LESS": LT, "LESS_OR_EQUAL": LE,
     "GREATER": GT, "GREATER_OR_EQUAL": GE,
 }
@@ -57,9 +59,13 @@ class Code:
         if not exprs:
             return self.add_constant(1.0)
         depth = self._emit(exprs[0])
+        jumps = []
         for e in exprs[1:]:
-            depth = max(depth, 1 + self._emit(e))
-            self.rows.append((AND, 0))
+            jumps.append(len(self.rows))
+            self.rows.append((AND_THEN, -1))
+            depth = max(depth, self._emit(e))
+        for j in jumps:
+            self.rows[j] = (AND_THEN, len(self.rows))
         self.depth = max(self.depth, depth)
         self.start.append(len(self.rows))
         return len(self.start) - 2
@@ -75,10 +81,15 @@ class Code:
         for k, (guard, value) in enumerate(terms):
             base = 1 if k else 0
             d0 = self._emit(guard)
+            skip_value = len(self.rows)
+            self.rows.append((IF_NOT, -1))
             d1 = self._emit(value)
+            skip_zero = len(self.rows)
+            self.rows.append((GOTO, -1))
+            self.rows[skip_value] = (IF_NOT, len(self.rows))
             self._push_const(0.0)
-            self.rows.append((ITE, 0))
-            depth = max(depth, base + max(d0, 1 + d1, 3))
+            self.rows[skip_zero] = (GOTO, len(self.rows))
+            depth = max(depth, base + max(d0, d1, 1))
             if k:
                 self.rows.append((PLUS, 0))
         if not terms:
@@ -124,17 +135,29 @@ class Code:
             depth = self._emit(e.get_operand(0))
             self.rows.append((_UNARY[op], 0))
             return depth
+        if arity == 2 and op in ("AND", "OR"):
+            d0 = self._emit(e.get_operand(0))
+            jump = len(self.rows)
+            self.rows.append((AND_THEN if op == "AND" else OR_ELSE, -1))  # decided: keep the left value
+            d1 = self._emit(e.get_operand(1))
+            self.rows[jump] = (self.rows[jump][0], len(self.rows))
+            return max(d0, d1)
+        if arity == 3 and op == "ITE":
+            d0 = self._emit(e.get_operand(0))
+            skip_then = len(self.rows)
+            self.rows.append((IF_NOT, -1))
+            d1 = self._emit(e.get_operand(1))
+            skip_else = len(self.rows)
+            self.rows.append((GOTO, -1))
+            self.rows[skip_then] = (IF_NOT, len(self.rows))
+            d2 = self._emit(e.get_operand(2))
+            self.rows[skip_else] = (GOTO, len(self.rows))
+            return max(d0, d1, d2)
         if arity == 2 and op in _BINARY:
             d0 = self._emit(e.get_operand(0))
             d1 = self._emit(e.get_operand(1))
             self.rows.append((_BINARY[op], 0))
             return max(d0, 1 + d1)
-        if arity == 3 and op == "ITE":
-            d0 = self._emit(e.get_operand(0))
-            d1 = self._emit(e.get_operand(1))
-            d2 = self._emit(e.get_operand(2))
-            self.rows.append((ITE, 0))
-            return max(d0, 1 + d1, 2 + d2)
         raise NotCompilable(f"operator {op} with {arity} operands in {e}")
 
 

@@ -20,9 +20,29 @@ OK, OUT_OF_BOUNDS, NONDETERMINISTIC_DTMC, BAD_PROBABILITY, NOT_ONE, TOO_MANY = 0
 def _evaluate(rows, consts, a, b, vals, stack):
     """Value of the expression ``rows[a:b]`` at variable values ``vals``."""
     sp = 0
-    for i in range(a, b):
+    i = a
+    while i < b:
         op = rows[i, 0]
-        if op == 0:
+        if op >= 50:  # jumps
+            if op == 50:  # AND_THEN: false decides
+                if stack[sp - 1] == 0.0:
+                    i = rows[i, 1]
+                    continue
+                sp -= 1
+            elif op == 51:  # OR_ELSE: true decides
+                if stack[sp - 1] != 0.0:
+                    i = rows[i, 1]
+                    continue
+                sp -= 1
+            elif op == 52:  # IF_NOT: pop the condition, jump to the else branch when false
+                sp -= 1
+                if stack[sp] == 0.0:
+                    i = rows[i, 1]
+                    continue
+            else:  # GOTO
+                i = rows[i, 1]
+                continue
+        elif op == 0:
             stack[sp] = consts[rows[i, 1]]
             sp += 1
         elif op == 1:
@@ -38,7 +58,7 @@ def _evaluate(rows, consts, a, b, vals, stack):
                 stack[sp - 1] = np.floor(x)
             else:
                 stack[sp - 1] = np.ceil(x)
-        elif op < 40:
+        else:
             y = stack[sp - 1]
             x = stack[sp - 2]
             sp -= 1
@@ -58,10 +78,6 @@ def _evaluate(rows, consts, a, b, vals, stack):
                 r = x**y
             elif op == 17:
                 r = np.fmod(x, y) if y != 0.0 else np.nan
-            elif op == 20:
-                r = 1.0 if (x != 0.0 and y != 0.0) else 0.0
-            elif op == 21:
-                r = 1.0 if (x != 0.0 or y != 0.0) else 0.0
             elif op == 22:
                 r = 1.0 if ((x != 0.0) != (y != 0.0)) else 0.0
             elif op == 23:
@@ -81,12 +97,7 @@ def _evaluate(rows, consts, a, b, vals, stack):
             else:
                 r = 1.0 if x >= y else 0.0
             stack[sp - 1] = r
-        else:
-            z = stack[sp - 1]
-            y = stack[sp - 2]
-            x = stack[sp - 3]
-            sp -= 2
-            stack[sp - 1] = y if x != 0.0 else z
+        i += 1
     return stack[0]
 
 
