@@ -6,7 +6,9 @@
 #
 # Unpacks the missing packages (stormpy, cvxpy, ...) into /tmp/site, points the reference models at
 # the bundle's copy, checks the imports, then runs benchmarks/gpu_check.py; the CSV and the log go to
-# $OUT (they come back), else to benchmarks/results. Extra arguments go to gpu_check.py.
+# $OUT (they come back), else to benchmarks/results; then the torch engine's tests
+# (tests/engine/test_torch_engine.py, its CUDA cases included) into $OUT/pytest_cuda.log, within
+# 180 s. Extra arguments go to gpu_check.py. Exits with gpu_check.py's status, else pytest's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .gpu/site.tar.xz ]; then
@@ -28,3 +30,9 @@ print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy
       f"torch {torch.__version__} (cuda {torch.cuda.is_available()}), stormpy {stormpy.__version__}, cvxpy {cvxpy.__version__}")
 EOF
 python3 benchmarks/gpu_check.py --out "$out/gpu_check_cuda.csv" "$@" 2>&1 | tee "$out/gpu_check.log"
+check=$?
+echo "# tests/engine/test_torch_engine.py (CPU and CUDA cases)"
+timeout 180 python3 -m pytest -q -p no:cacheprovider tests/engine/test_torch_engine.py 2>&1 | tee "$out/pytest_cuda.log" | tail -n 25
+tests=$?
+[ "$check" -ne 0 ] && exit "$check"
+exit "$tests"
