@@ -8,7 +8,8 @@
 # the bundle's copy, checks the imports, then runs benchmarks/gpu_check.py; the CSV and the log go to
 # $OUT (they come back), else to benchmarks/results; then the torch engine's tests
 # (tests/engine/test_torch_engine.py, its CUDA cases included) into $OUT/pytest_cuda.log, within
-# 180 s. Extra arguments go to gpu_check.py. Exits with gpu_check.py's status, else pytest's.
+# 200 s (the Triton tests too); when gpu_check fails with the default (Triton) kernels, it runs
+# again with MOPMC_TORCH_KERNELS=torch. Extra arguments go to gpu_check.py. Exits with gpu_check.py's status, else pytest's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .gpu/site.tar.xz ]; then
@@ -31,8 +32,13 @@ print(f"python {sys.version.split()[0]}, numpy {numpy.__version__}, scipy {scipy
 EOF
 python3 benchmarks/gpu_check.py --out "$out/gpu_check_cuda.csv" "$@" 2>&1 | tee "$out/gpu_check.log"
 check=$?
-echo "# tests/engine/test_torch_engine.py (CPU and CUDA cases)"
-timeout 180 python3 -m pytest -q -p no:cacheprovider tests/engine/test_torch_engine.py 2>&1 | tee "$out/pytest_cuda.log" | tail -n 25
+if [ "$check" -ne 0 ] && [ -z "${MOPMC_TORCH_KERNELS:-}" ]; then  # the timings with torch operations at least
+  echo "# gpu_check failed with the default kernels; again with MOPMC_TORCH_KERNELS=torch"
+  MOPMC_TORCH_KERNELS=torch python3 benchmarks/gpu_check.py --skip-table --out "$out/gpu_check_cuda_torchops.csv" "$@" 2>&1 |
+    tee "$out/gpu_check_torchops.log" | tail -n 40
+fi
+echo "# tests/engine/test_torch_engine.py and test_triton_levels.py (CPU and CUDA cases)"
+timeout 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_torch_engine.py tests/engine/test_triton_levels.py 2>&1 | tee "$out/pytest_cuda.log" | tail -n 25
 tests=$?
 [ "$check" -ne 0 ] && exit "$check"
 exit "$tests"

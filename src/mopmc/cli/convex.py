@@ -120,9 +120,9 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     if device is not None and engine != "torch":
         raise PropertyError(f"--device {device}: only --engine torch runs on a device")
     if engine == "torch":
-        from mopmc.engine.torch_engine import resolve_device
+        from mopmc.engine.torch_engine import check_device_name
 
-        resolve_device(device)  # a bad or missing device fails before the model is built
+        check_device_name(device)  # no torch or a misspelt device fails before the model is built
     if kind not in ("randomised", "mixture"):
         raise PropertyError(f"--scheduler-kind {kind!r}: use randomised or mixture")
     if loss not in ("mse", "wmse", "var"):

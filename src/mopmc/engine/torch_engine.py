@@ -72,6 +72,19 @@ def to_device(torch, a, dtype, device):
     return torch.from_numpy(a).to(device)
 
 
+def check_device_name(device: str | None) -> None:
+    """Fail fast without importing torch (1.5-3 s that the warm-up thread spends while the model is
+    built instead): PyTorch installed and ``device`` spelled ``cpu``, ``cuda`` or ``cuda:N``.
+    Whether CUDA is there is :func:`resolve_device`'s to say, when the engine is built."""
+    import importlib.util
+    import re
+
+    if importlib.util.find_spec("torch") is None:
+        load_torch()  # the DependencyError naming the extra
+    if device is not None and not re.fullmatch(r"cpu|cuda(:\d+)?", device):
+        raise DeviceError(f"--device {device!r}: not a device; use cuda, cuda:N or cpu")
+
+
 def resolve_device(device: str | None = None):
     """``device`` as a ``torch.device``; ``None``: ``cuda`` when available, else ``cpu``."""
     torch = load_torch()
@@ -161,6 +174,14 @@ class TorchEngine:
             most doubles a large level's size (small levels always); ``False``: all in CSR form.
         graphs: capture runs of levels as CUDA graphs (default: on CUDA); ``graph_errors`` lists
             captures that failed (those runs stay eager, with the same results).
+        kernels: ``"triton"``: padded levels by the fused Triton kernel
+            (:mod:`mopmc.engine.triton_levels`; on the CPU only in Triton's interpreter);
+            ``"torch"``: by torch operations; default: ``"triton"`` on CUDA when triton is
+            installed, else ``"torch"`` (the environment variable ``MOPMC_TORCH_KERNELS`` sets it
+            too). ``kernels_note`` says why the default fell back (triton missing, or its kernel
+            failed to compile or run here).
+        triton: options of :class:`~mopmc.engine.triton_levels.TritonLevels` (``chain_rows``,
+            ``block``, ``warps``).
     """
 
     def __init__(
@@ -177,6 +198,8 @@ class TorchEngine:
         engine: Engine | None = None,
         padded: bool = True,
         graphs: bool | None = None,
+        kernels: str | None = None,
+        triton: dict | None = None,
     ):
         t0 = time.perf_counter()
         if not (0.0 < precision < 1.0):
@@ -184,6 +207,7 @@ class TorchEngine:
         torch = load_torch()
         self.torch = torch
         self.device = resolve_device(device)
+        kernels = kernels or os.environ.get("MOPMC_TORCH_KERNELS") or None
         self.cpu = engine or Engine(model, objectives, allow_stay=allow_stay, choice_mask=choice_mask, renumber="always")
         if not self.cpu.contiguous:
             raise ValueError("the torch engine needs an Engine built with renumber='always' (contiguous plan steps)")
@@ -198,6 +222,10 @@ class TorchEngine:
         if self.graphs and self.device.type != "cuda":
             raise DeviceError(f"graphs=True needs a CUDA device, not {self.device}")
         self._pool = self._stream = None
+        self.kernels, self.kernels_note = self._kernels(kernels)
+        self.triton = None
+        self._triton_options = dict(triton or {})
+        self._kernels_asked = kernels
         self.timings = {"preprocess": time.perf_counter() - t0}
         self.memory = None
         self.steps: list = []  # filled by the upload: runs of levels and cyclic blocks
@@ -205,6 +233,20 @@ class TorchEngine:
             return
         self._upload()
         self.timings["upload"] = time.perf_counter() - t0 - self.timings["preprocess"]
+
+    def _kernels(self, kernels: str | None) -> tuple[str, str | None]:
+        from mopmc.engine import triton_levels
+
+        if kernels not in (None, "torch", "triton"):
+            raise MopmcError(f"kernels {kernels!r}: use torch or triton")
+        why = triton_levels.available(self.device) if kernels != "torch" else None
+        if kernels == "triton" and why:
+            raise DependencyError(f"kernels='triton': {why}")
+        if kernels is None:
+            if self.device.type != "cuda":
+                return "torch", None
+            return ("torch", why) if why else ("triton", None)
+        return kernels, None
 
     # ------------------------------------------------------------------ device data
     def _upload(self) -> None:
@@ -224,7 +266,8 @@ class TorchEngine:
             pads = layout.levels if layout is not None else {}
             # the CSR form is needed for cyclic blocks and levels left unpadded only
             csr = any(kind == "block" or i not in pads for i, (kind, _) in enumerate(steps))
-            self.memory = plan_memory(p, self.m, max_level, max_block, self.dense_limit, dev, layout.nbytes if layout else 0, csr)
+            extra = 8 * (len(layout.den) + 1) if layout is not None and self.kernels == "triton" else 0  # the overflow CSR
+            self.memory = plan_memory(p, self.m, max_level, max_block, self.dense_limit, dev, layout.nbytes + extra if layout else 0, csr)
             if self.memory.fits:
                 break
         if not self.memory.fits:
@@ -268,6 +311,8 @@ class TorchEngine:
         self.choice = torch.full((p.n_states,), -1, device=dev, dtype=torch.int64)
         self.arg = torch.zeros(p.n_states, device=dev, dtype=torch.int64)
         self.padded = DevicePadded(torch, layout, dev) if pads else None
+        if self.padded is not None and self.kernels == "triton":
+            self._start_triton(layout, k)
         # runs of consecutive levels (one CUDA graph each), and the cyclic blocks between them
         for i, (kind, L) in enumerate(steps):
             if kind == "block":
@@ -277,6 +322,25 @@ class TorchEngine:
             if not self.steps or self.steps[-1][0] != "run":
                 self.steps.append(("run", LevelRun(self, [], self.graphs)))
             self.steps[-1][1].steps.append(step)
+
+    def _start_triton(self, layout, k: int) -> None:
+        """The fused Triton kernel for the padded levels, compiled and tried once on the first level
+        (its writes are overwritten by every direction); when it fails here the default falls back to
+        torch operations (``kernels_note`` says why), an explicit ``kernels="triton"`` is an error."""
+        from mopmc.engine.triton_levels import TritonLevels
+
+        try:
+            tri = TritonLevels(self.torch, self.padded, layout, self.device, k, **self._triton_options)
+            tri.launch(self.VX, self.arg, 0, 1, 1)
+            if self.device.type == "cuda":
+                self.torch.cuda.synchronize(self.device)
+        except Exception as exc:  # noqa: BLE001 - a compiler or driver failure: the torch form is equal
+            why = f"the Triton kernel failed here ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"
+            if self._kernels_asked == "triton":
+                raise DependencyError(f"kernels='triton': {why}") from exc
+            self.kernels, self.kernels_note = "torch", f"{why}; torch operations instead"
+            return
+        self.triton = tri
 
     def graph_pool(self):
         """One memory pool shared by all captured runs (replayed in capture order, never concurrently)."""

@@ -157,14 +157,31 @@ class LevelRun:
         self.graph = None
         self.error: str | None = None
         self.calls = 0
+        self._launches = None
+
+    @property
+    def launches(self) -> list:
+        """The steps as run: with the Triton kernels (``engine.triton``) consecutive small padded
+        levels become one ``("chain", L0, L1)`` launch and a large one a ``("grid", L, programs)``
+        launch (:mod:`mopmc.engine.triton_levels`); otherwise the steps themselves."""
+        tri = self.engine.triton
+        if tri is None:
+            return self.steps
+        if self._launches is None or self._launches[0] != len(self.steps):
+            self._launches = (len(self.steps), tri.launches(self.steps))
+        return self._launches[1]
 
     def eager(self) -> None:
         eng = self.engine
-        for kind, step in self.steps:
+        for kind, *step in self.launches:
             if kind == "pad":
-                eng.padded.level(step, eng.VX, eng.arg)
+                eng.padded.level(step[0], eng.VX, eng.arg)
+            elif kind == "chain":
+                eng.triton.launch(eng.VX, eng.arg, step[0], step[1], 1)
+            elif kind == "grid":
+                eng.triton.launch(eng.VX, eng.arg, step[0], step[0] + 1, step[1])
             else:
-                eng._level(step, eng.rho, eng.VX, eng.choice)
+                eng._level(step[0], eng.rho, eng.VX, eng.choice)
 
     def run(self) -> None:
         if self.graph is not None:

@@ -1,0 +1,142 @@
+"""The fused Triton level kernel equals the CPU engine (and the torch form of the padded levels).
+
+On the CPU the kernel runs in Triton's interpreter (``TRITON_INTERPRET=1``), on CUDA compiled: the
+same kernel source, with chain launches (one program walking many levels), grid launches (one
+level, many programs), overflow transitions, several choices per state, partial self-loops,
+choices that only loop, and CSR levels between padded ones.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).parents[1]))
+from mdp_reference import total_objectives  # noqa: E402
+from strategies import random_mdps  # noqa: E402
+from support import shared_model  # noqa: E402
+from test_torch_engine import _compare, _layered, _same_or_own_values, close  # noqa: E402
+
+torch = pytest.importorskip("torch")
+# before triton is imported: its interpreter is chosen then
+os.environ.setdefault("TRITON_INTERPRET", "0" if torch.cuda.is_available() else "1")
+pytest.importorskip("triton")
+
+from mopmc.engine import triton_levels as tl  # noqa: E402
+from mopmc.engine.kernel import Engine  # noqa: E402
+from mopmc.engine.torch_engine import TorchEngine  # noqa: E402
+from mopmc.errors import DependencyError, MopmcError  # noqa: E402
+
+DEVICE = "cuda" if torch.cuda.is_available() and os.environ["TRITON_INTERPRET"] != "1" else "cpu"
+
+
+def _launch_kinds(engine) -> list[str]:
+    return [step[0] for run in engine.runs for step in run.launches]
+
+
+@pytest.mark.parametrize("chain_rows", [1024, 8])
+def test_layered_model_equals_cpu_engine_chain_and_grid(chain_rows):
+    model = _layered(np.random.default_rng(5))
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"chain_rows": chain_rows, "block": 16})
+    ops = TorchEngine(model, objs, DEVICE, engine=eng, kernels="torch")
+    assert tri.kernels == "triton" and tri.triton is not None
+    kinds = _launch_kinds(tri)
+    assert "level" in kinds, "the 150-choice level stays in CSR form between the padded ones"
+    assert ("grid" in kinds) == (chain_rows == 8) and "chain" in kinds
+    pads = [P for kind, P in tri.level_steps if kind == "pad"]
+    assert any(P.K > 1 for P in pads) and any(P.o1 > P.o0 for P in pads) and any(P.T > 1 for P in pads)
+    for w in ([1.0, 0.0], [0.0, 1.0], [1.0, 0.5], [0.3, -1.0]):
+        ref = eng.optimise(w)
+        res = tri.optimise(w)
+        assert close(res.weighted, ref.weighted), (res.weighted, ref.weighted)
+        _same_or_own_values(model, objs, ref, res)
+        other = ops.optimise(w)
+        assert close(res.values, other.values) and np.array_equal(res.policy, other.policy)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=random_mdps(max_states=30), data=st.data())
+def test_random_mdps_equal_cpu_engine(model, data):
+    m = len(model.rewards)
+    senses = data.draw(st.lists(st.sampled_from(["min", "max"]), min_size=m, max_size=m))
+    w = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.0, -0.5]), min_size=m, max_size=m)))
+    chain_rows = data.draw(st.sampled_from([0, 2, 1024]))
+    _compare(model, total_objectives(m, senses), w, DEVICE, kernels="triton", triton={"chain_rows": chain_rows, "block": 16})
+
+
+def test_switch_model_achievability_equals_cpu_engine():
+    from mopmc.engine.oracle import kernel_oracle
+    from mopmc.io.load import load
+    from mopmc.queries.multi import achievability
+
+    folder = shared_model("switch-scaling")
+    loaded = load(folder / "switch_model_20.prism", properties=(folder / "switch_prop_achievable.props").read_text())
+    objs = loaded.properties()[0].objectives
+    eng = Engine(loaded.model, objs, renumber="always")
+    tri = TorchEngine(loaded.model, objs, DEVICE, engine=eng, kernels="triton")
+    assert _launch_kinds(tri) == ["chain"], "99 small levels: one launch"
+    cpu = achievability(kernel_oracle(loaded.model, objs, engine=eng), objs)
+    got = achievability(kernel_oracle(loaded.model, objs, engine=tri), objs)
+    assert got.achievable == cpu.achievable and close(got.margin, cpu.margin)
+
+
+def test_overflow_csr_groups_each_slots_transitions():
+    from mopmc.engine.torch_levels import PadLevel
+
+    # two levels: slots 0-3 and 4-9; overflow listed per level (slot within its level)
+    levels = [PadLevel(0, 2, 2, 1, 0, 0, 0, 3), PadLevel(2, 5, 2, 1, 4, 4, 3, 5)]
+    over_slot = np.array([1, 1, 3, 0, 5])
+    over_target = np.array([10, 11, 12, 13, 14])
+    over_prob = np.array([0.1, 0.2, 0.3, 0.4, 0.5])
+    optr, tg, pr, most = tl.overflow_csr(levels, over_slot, over_target, over_prob, 10)
+    assert optr.tolist() == [0, 0, 2, 2, 3, 4, 4, 4, 4, 4, 5]
+    assert tg.tolist() == [10, 11, 12, 13, 14] and pr.tolist() == [0.1, 0.2, 0.3, 0.4, 0.5]
+    assert most.tolist() == [2, 1]
+
+
+def test_block_rows():
+    assert tl.block_rows(1) == (1, 512)
+    assert tl.block_rows(5) == (8, 512)
+    assert tl.block_rows(101) == (128, 32)
+    assert tl.block_rows(1000) == (1024, 16)
+
+
+def test_kernels_option_errors(monkeypatch):
+    model = _layered(np.random.default_rng(1), layers=7, width=20)
+    objs = total_objectives(2, ["max", "min"])
+    with pytest.raises(MopmcError, match="kernels 'cuda'"):
+        TorchEngine(model, objs, "cpu", kernels="cuda")
+    assert TorchEngine(model, objs, "cpu").kernels == "torch", "the CPU default is torch operations"
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    with pytest.raises(DependencyError, match="interpreter"):
+        TorchEngine(model, objs, "cpu", kernels="triton")
+
+
+def test_a_kernel_that_fails_falls_back_to_torch_operations(monkeypatch):
+    """A compiler or driver failure at the first launch: the default falls back (and says why),
+    an explicit request is a clear error."""
+    model = _layered(np.random.default_rng(2), layers=7, width=20)
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+
+    def broken(self, *args):
+        raise RuntimeError("PTX assembly aborted")
+
+    monkeypatch.setattr(tl.TritonLevels, "launch", broken)
+    monkeypatch.setattr(tl, "available", lambda device: None)  # as on CUDA: triton is the default
+    monkeypatch.setattr(TorchEngine, "_kernels", lambda self, k: ("triton", None) if k is None else (k, None))
+    gpu = TorchEngine(model, objs, DEVICE, engine=eng)
+    assert gpu.kernels == "torch" and gpu.triton is None and "PTX assembly aborted" in gpu.kernels_note
+    ref = eng.optimise([1.0, 0.5])
+    assert close(gpu.optimise([1.0, 0.5]).values, ref.values)
+    with pytest.raises(DependencyError, match="PTX assembly aborted"):
+        TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton")
