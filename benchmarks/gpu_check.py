@@ -203,9 +203,8 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     if gpu.graphs:  # the same call without graphs, for the launch overhead they save
         variants.append(("eager", {"graphs": False}))
     if gpu.kernels == "triton":  # the torch form of the padded levels, and other launch shapes of the Triton kernel
-        variants += [("torch ops", {"kernels": "torch"}), ("triton, chain up to 4096 rows", {"triton": {"chain_rows": 4096}}),
-                     ("triton, chain up to 256 rows, 64-row programs", {"triton": {"chain_rows": 256, "block": 64}}),
-                     ("triton, grid launches only, 64-row programs", {"triton": {"chain_rows": 0, "block": 64}})]
+        variants += [("torch ops", {"kernels": "torch"}), ("triton, chains up to 256 rows", {"triton": {"chain_rows": 256}}),
+                     ("triton, 64-row programs", {"triton": {"block": 64}}), ("triton, 16-row programs", {"triton": {"block": 16}})]
     for label, options in variants:
         try:
             other = TorchEngine(model, objs, device, engine=cpu, **options)
@@ -362,12 +361,58 @@ def sw2_case(n: int):
     return model, prop, time.perf_counter() - t
 
 
+#: Triton kernel options tried on Model B (equality: the weighted value rounds as the CPU engine's, so ties break alike)
+PROBES = [{}, {"block": 32, "warps": 8}, {"block": 16, "warps": 4, "chain_rows": 1024}]
+#: and on SW2 and Model A (launch shapes for time, each checked for equality too)
+SHAPES = [{}, {"warps": 4}, {"chain_rows": 256}, {"block": 32}, {"block": 128}]
+
+
+def triton_sweep(device: str, quick: bool) -> list[dict]:
+    """Launch shapes of the Triton kernel on Model B (100 objectives), Model A and SW2: equality with
+    the CPU engine per shape (no abort: a row says DIFFERS) and one kernel call's time."""
+    from mopmc.engine.kernel import Engine
+    from mopmc.engine.torch_engine import TorchEngine
+
+    b_k, a_n, sw = (10, 20, 40) if quick else (100, 200, 800)
+    cases = [(f"Model B {b_k} objectives", lambda: load_case(SHARED / "dive-and-rise" / "dive_and_rise_action_rewards.nm",
+                                                               (SHARED / "dive-and-rise" / f"dive_and_rise_prop_{b_k}.props").read_text())),
+             (f"SW2 n={sw}", lambda: sw2_case(sw)),
+             (f"Model A n={a_n}", lambda: load_case(SHARED / "switch-scaling" / f"switch_model_{a_n}.prism",
+                                                    (SHARED / "switch-scaling" / "switch_prop_achievable.props").read_text()))]
+    rows = []
+    for name, make in cases:
+        model, prop, _ = make()
+        objs = prop.objectives
+        cpu = Engine(model, objs, renumber="always")
+        rng = np.random.default_rng(1)
+        ws = [np.ones(len(objs)), rng.uniform(-1, 1, len(objs))]
+        refs = [cpu.optimise(w) for w in ws]
+        for label, options in [("torch ops", {"kernels": "torch"})] + [
+                (f"triton {opts or 'default'}", {"kernels": "triton", "triton": opts}) for opts in (PROBES if name.startswith("Model B") else SHAPES)]:
+            try:
+                eng = TorchEngine(model, objs, device, engine=cpu, **options)
+                diffs = [float(np.max(np.abs(eng.optimise(w).values - r.values) / np.maximum(1, np.abs(r.values)))) for w, r in zip(ws, refs)]
+                secs = time_kernel(eng, ws[0], eng.device)
+                diffs.append(float(np.max(np.abs(eng.optimise(ws[1]).values - refs[1].values))))  # after the graph capture
+                ok = max(diffs) <= TOL
+                row = {"case": f"{name}: {label}", "states": model.n_states, "objectives": len(objs), "torch_s": round(secs, 5),
+                       "max_rel_diff": max(diffs), "result": ("equal" if ok else f"DIFFERS {diffs}") + launches(eng)
+                       + f", {secs / max(eng.levels, 1) * 1e6:.1f} us/level"}
+                del eng
+            except Exception as exc:  # noqa: BLE001
+                row = {"case": f"{name}: {label}", "result": f"ERROR {type(exc).__name__}: {exc}"[:300]}
+            print(f"{row['case']}: {row.get('torch_s', '-')} s, {row['result']}", flush=True)
+            rows.append(row)
+    return rows
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--device", default=None, help="cuda or cpu (default: cuda when available)")
     ap.add_argument("--quick", action="store_true", help="small models, to prove the script on a CPU")
     ap.add_argument("--out", default=None, help="CSV path (default benchmarks/results/gpu_check_<device>[_quick].csv)")
     ap.add_argument("--skip-table", action="store_true", help="skip the reference-table equality pass")
+    ap.add_argument("--triton-sweep", action="store_true", help="only the Triton kernel's launch shapes (equality and time) on Models B, SW2, A")
     args = ap.parse_args(argv)
     from mopmc.engine.torch_engine import resolve_device
 
@@ -382,6 +427,11 @@ def main(argv=None) -> int:
 
         env["gpu"] = torch.cuda.get_device_name(dev)
     print(f"# gpu_check on {env}", flush=True)
+    if args.triton_sweep:
+        rows = triton_sweep(device, args.quick)
+        _write(out, rows)
+        _table(rows)
+        return 1 if any("DIFFERS" in r["result"] or "ERROR" in r["result"] for r in rows) else 0
     try:
         if not args.skip_table:
             rows.append(reference_equality(device))

@@ -82,11 +82,14 @@ def test_switch_model_achievability_equals_cpu_engine():
     loaded = load(folder / "switch_model_20.prism", properties=(folder / "switch_prop_achievable.props").read_text())
     objs = loaded.properties()[0].objectives
     eng = Engine(loaded.model, objs, renumber="always")
-    tri = TorchEngine(loaded.model, objs, DEVICE, engine=eng, kernels="triton")
-    assert _launch_kinds(tri) == ["chain"], "99 small levels: one launch"
     cpu = achievability(kernel_oracle(loaded.model, objs, engine=eng), objs)
-    got = achievability(kernel_oracle(loaded.model, objs, engine=tri), objs)
-    assert got.achievable == cpu.achievable and close(got.margin, cpu.margin)
+    chain = TorchEngine(loaded.model, objs, DEVICE, engine=eng, kernels="triton", triton={"chain_rows": 1024})
+    assert _launch_kinds(chain) == ["chain"], "99 small levels: one launch"
+    grid = TorchEngine(loaded.model, objs, DEVICE, engine=eng, kernels="triton")
+    assert _launch_kinds(grid) == ["grid"] * 99, "the default: a grid launch per level"
+    for tri in (chain, grid):
+        got = achievability(kernel_oracle(loaded.model, objs, engine=tri), objs)
+        assert got.achievable == cpu.achievable and close(got.margin, cpu.margin)
 
 
 def test_overflow_csr_groups_each_slots_transitions():
@@ -104,9 +107,9 @@ def test_overflow_csr_groups_each_slots_transitions():
 
 
 def test_block_rows():
-    assert tl.block_rows(1) == (1, 512)
-    assert tl.block_rows(5) == (8, 512)
-    assert tl.block_rows(101) == (128, 32)
+    assert tl.block_rows(1) == (1, 32)
+    assert tl.block_rows(5) == (8, 32)
+    assert tl.block_rows(101) == (128, 16)
     assert tl.block_rows(1000) == (1024, 16)
 
 
@@ -140,3 +143,41 @@ def test_a_kernel_that_fails_falls_back_to_torch_operations(monkeypatch):
     assert close(gpu.optimise([1.0, 0.5]).values, ref.values)
     with pytest.raises(DependencyError, match="PTX assembly aborted"):
         TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton")
+
+
+def test_ties_break_as_in_the_cpu_engine():
+    """Every state has two choices of equal weighted value under w = (1, 1) (rewards (a, b) and
+    (b, a), the same successors in another order); the kernel rounds the weighted value as the CPU
+    engine does, so it picks the same choices and returns the same objective values."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    rng = np.random.default_rng(3)
+    layers, width = 6, 30
+    n = layers * width + 1
+    rg, ip, tg, pr, r0, r1 = [0], [0], [], [], [], []
+    for s in range(n - 1):
+        layer = s // width
+        succ = [n - 1] if layer == layers - 1 else [int(x) for x in (layer + 1) * width + rng.choice(width, 3, replace=False)]
+        p = rng.dirichlet(np.ones(len(succ)))
+        a, b = np.round(rng.uniform(0, 1, 2), 3)
+        for order, (x, y) in ((slice(None), (a, b)), (slice(None, None, -1), (b, a))):
+            tg += succ[order]
+            pr += list(p[order])
+            ip.append(len(tg))
+            r0.append(x)
+            r1.append(y)
+        rg.append(len(ip) - 1)
+    tg.append(n - 1)
+    pr.append(1.0)
+    ip.append(len(tg))
+    r0.append(0.0)
+    r1.append(0.0)
+    rg.append(len(ip) - 1)
+    model = SparseMDP.from_arrays(rg, ip, tg, np.array(pr), 0, rewards={"r0": np.array(r0), "r1": np.array(r1)})
+    objs = total_objectives(2, ["max", "max"])
+    eng = Engine(model, objs, renumber="always")
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton")
+    for w in ([1.0, 1.0], [0.5, 0.5], [1.0, 0.0]):
+        ref, res = eng.optimise(w), tri.optimise(w)
+        assert np.array_equal(res.policy, ref.policy)
+        assert close(res.values, ref.values), (res.values, ref.values)

@@ -322,6 +322,9 @@ class TorchEngine:
             if not self.steps or self.steps[-1][0] != "run":
                 self.steps.append(("run", LevelRun(self, [], self.graphs)))
             self.steps[-1][1].steps.append(step)
+        if self.triton is not None:
+            for run in self.runs:
+                run.launches = self.triton.launches(run.steps)
 
     def _start_triton(self, layout, k: int) -> None:
         """The fused Triton kernel for the padded levels, compiled and tried once on the first level

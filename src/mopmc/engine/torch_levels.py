@@ -157,23 +157,14 @@ class LevelRun:
         self.graph = None
         self.error: str | None = None
         self.calls = 0
-        self._launches = None
-
-    @property
-    def launches(self) -> list:
-        """The steps as run: with the Triton kernels (``engine.triton``) consecutive small padded
-        levels become one ``("chain", L0, L1)`` launch and a large one a ``("grid", L, programs)``
-        launch (:mod:`mopmc.engine.triton_levels`); otherwise the steps themselves."""
-        tri = self.engine.triton
-        if tri is None:
-            return self.steps
-        if self._launches is None or self._launches[0] != len(self.steps):
-            self._launches = (len(self.steps), tri.launches(self.steps))
-        return self._launches[1]
+        #: the steps as run: with the Triton kernel (set by the engine once the run is complete)
+        #: padded levels become ``("grid", L, programs)`` or ``("chain", L0, L1)`` launches
+        #: (:meth:`mopmc.engine.triton_levels.TritonLevels.launches`)
+        self.launches: list | None = None
 
     def eager(self) -> None:
         eng = self.engine
-        for kind, *step in self.launches:
+        for kind, *step in self.launches or self.steps:
             if kind == "pad":
                 eng.padded.level(step[0], eng.VX, eng.arg)
             elif kind == "chain":

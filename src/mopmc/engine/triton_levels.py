@@ -13,11 +13,17 @@ once::
 
 and it walks several levels in one launch: a level is a row of the descriptor table ``desc``
 (``a, n_l, K, T, s0, t0, OM``: states, choice and transition slots, and the most overflow
-transitions of one slot). A *chain* launch is one program that processes levels ``[L0, L1)`` in
+transitions of one slot). A *chain* launch (off by default: slower on an H200, see :data:`CHAIN_ROWS`) is one program that processes levels ``[L0, L1)`` in
 order with a block barrier between them (its stores are visible to its own threads after the
 barrier; the gathers read through L2, ``.cg``), so a run of small levels costs one launch; a large
 level gets a grid of programs, one per block of rows. Overflow transitions (the hybrid layout's
 COO part) are read per slot through ``optr`` (CSR over all slots).
+
+Column 0 (the weighted value, which picks the choice) is computed in the CPU engine's order
+(``rho``, then each transition's ``p * v`` in the model's order, then the division) and without
+fused multiply-adds (``enable_fp_fusion=False``), so it rounds as the CPU engine does and ties
+between equally good choices break alike (Model B under equal weights has 14,950 tied states; with
+FMA contraction the kernel picked other, equally good, choices there).
 
 The same kernel runs in Triton's interpreter on the CPU (``TRITON_INTERPRET=1`` set before triton
 is imported), which is how CI tests it against the torch form.
@@ -30,10 +36,11 @@ import threading
 
 import numpy as np
 
-#: levels with at most this many states go into chain launches (one program walks them in order)
-CHAIN_ROWS = 1024
-#: descriptor columns
-A, NL, K_, T_, S0, T0, OM = range(7)
+#: levels with at most this many states go into chain launches (one program walks them in order);
+#: 0: every level its own grid launch (measured faster on an H200: a chain's single program waits
+#: on each level's dependent loads in turn, benchmarks/results/triton_sweep_cuda.csv)
+CHAIN_ROWS = 0
+#: descriptor columns: a, n_l, K, T, s0, t0, most overflow of one slot, (unused)
 DESC = 8
 
 
@@ -71,7 +78,7 @@ def _interpreter_numpy2() -> None:
     argument fails. Its tensor patch gets an ``__index__`` that takes the one element."""
     from triton.runtime import interpreter
 
-    if getattr(interpreter, "_mopmc_index", False):
+    if getattr(interpreter, "_mopmc_index", False) or not hasattr(interpreter, "_patch_lang_tensor"):
         return
     original = interpreter._patch_lang_tensor
 
@@ -92,7 +99,7 @@ def _define():
 
     @triton.jit(do_not_specialize=["L0", "L1", "k"])
     def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
-               KP: tl.constexpr, BLOCK: tl.constexpr):
+               KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr):
         pid = tl.program_id(0)
         nprog = tl.num_programs(0)
         cols = tl.arange(0, KP)
@@ -123,7 +130,7 @@ def _define():
                     for t in range(T):
                         tg = tl.load(target + tb + t, mask=rmask, other=0)
                         p = tl.load(prob + tb + t, mask=rmask, other=0.0)
-                        g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=m2, other=0.0, cache_modifier=".cg")
+                        g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=m2, other=0.0, cache_modifier=GATHER)
                         x += p[:, None] * g
                     if om > 0:
                         e0 = tl.load(optr + slot, mask=rmask, other=0)
@@ -134,7 +141,7 @@ def _define():
                             tg = tl.load(otarget + idx, mask=em, other=0)
                             p = tl.load(oprob + idx, mask=em, other=0.0)
                             g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=em[:, None] & cmask[None, :], other=0.0,
-                                        cache_modifier=".cg")
+                                        cache_modifier=GATHER)
                             x += p[:, None] * g
                     dn = tl.load(den + slot, mask=rmask, other=1.0)
                     x = x / dn[:, None]
@@ -152,10 +159,11 @@ def _define():
 
 
 def block_rows(k: int) -> tuple[int, int]:
-    """``(KP, BLOCK)``: the columns padded to a power of two, and rows per program (about 4096
-    values of a state-by-column tile, 16 to 512 rows)."""
+    """``(KP, BLOCK)``: the columns padded to a power of two, and rows per program: 32 (the best
+    measured on an H200 for 5 columns, against 64, 128 and 512), 16 where a state-by-column tile
+    would exceed 2048 values (the best measured for 101 columns, against 32)."""
     kp = 1 << max(0, int(k - 1).bit_length())
-    return kp, int(min(512, max(16, 4096 // kp)))
+    return kp, int(min(32, max(16, 2048 // kp)))
 
 
 def overflow_csr(levels: list, over_slot: np.ndarray, over_target: np.ndarray, over_prob: np.ndarray, n_slots: int):
@@ -176,10 +184,11 @@ class TritonLevels:
 
     ``chain_rows``: levels of at most this many states go into chain launches (default
     :data:`CHAIN_ROWS`); ``block``: rows per program (default :func:`block_rows`); ``warps``:
-    warps per program."""
+    warps per program; ``stages``: Triton's ``num_stages`` (software pipelining); ``gather``: the
+    cache modifier of the gathers of ``[V | X]`` rows."""
 
     def __init__(self, torch, padded, layout, device, k: int, chain_rows: int | None = None, block: int | None = None,
-                 warps: int = 8):
+                 warps: int = 8, stages: int | None = None, gather: str = ".cg"):
         levels = sorted(layout.levels.values(), key=lambda P: P.s0)
         self.row = {P.s0: i for i, P in enumerate(levels)}
         n_slots = len(layout.den)
@@ -204,6 +213,8 @@ class TritonLevels:
             self.BLOCK = int(block)
         self.chain_rows = CHAIN_ROWS if chain_rows is None else int(chain_rows)
         self.warps = int(warps)
+        self.stages = stages
+        self.gather = gather
         self.kernel = _kernel()
 
     def launches(self, steps: list) -> list:
@@ -227,4 +238,5 @@ class TritonLevels:
         d = self.padded
         with _LAUNCH:
             self.kernel[(programs,)](self.desc, L0, L1, VX, d.target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
-                                     self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=self.BLOCK, num_warps=self.warps)
+                                     self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=self.BLOCK, GATHER=self.gather,
+                                     enable_fp_fusion=False, num_warps=self.warps, **({} if self.stages is None else {"num_stages": self.stages}))
