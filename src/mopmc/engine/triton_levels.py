@@ -21,7 +21,8 @@ COO part) are read per slot through ``optr`` (CSR over all slots).
 
 Column 0 (the weighted value, which picks the choice) is computed in the CPU engine's order
 (``rho``, then each transition's ``p * v`` in the model's order, then the division) and without
-fused multiply-adds (``enable_fp_fusion=False``), so it rounds as the CPU engine does and ties
+fused multiply-adds (``enable_fp_fusion=False``), so it rounds as the CPU engine does (up to the
+weighted rewards ``rewards @ w``, a BLAS product on each side) and ties
 between equally good choices break alike (Model B under equal weights has 14,950 tied states; with
 FMA contraction the kernel picked other, equally good, choices there).
 
