@@ -235,18 +235,18 @@ class TorchEngine:
         self.timings["upload"] = time.perf_counter() - t0 - self.timings["preprocess"]
 
     def _kernels(self, kernels: str | None) -> tuple[str, str | None]:
+        """``(kernels, note)``: the padded levels' kernels, and why the default is not Triton's
+        (triton is imported only where it may run: CUDA, or the CPU when asked for)."""
         from mopmc.engine import triton_levels
 
         if kernels not in (None, "torch", "triton"):
             raise MopmcError(f"kernels {kernels!r}: use torch or triton")
-        why = triton_levels.available(self.device) if kernels != "torch" else None
-        if kernels == "triton" and why:
+        if kernels == "torch" or (kernels is None and self.device.type != "cuda"):
+            return "torch", None
+        why = triton_levels.available(self.device)
+        if why and kernels == "triton":
             raise DependencyError(f"kernels='triton': {why}")
-        if kernels is None:
-            if self.device.type != "cuda":
-                return "torch", None
-            return ("torch", why) if why else ("triton", None)
-        return kernels, None
+        return ("torch", why) if why else ("triton", None)
 
     # ------------------------------------------------------------------ device data
     def _upload(self) -> None:
