@@ -203,7 +203,8 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     if gpu.graphs:  # the same call without graphs, for the launch overhead they save
         variants.append(("eager", {"graphs": False}))
     if gpu.kernels == "triton":  # the torch form of the padded levels, and other launch shapes of the Triton kernel
-        variants += [("torch ops", {"kernels": "torch"}), ("triton, chains up to 256 rows", {"triton": {"chain_rows": 256}}),
+        variants += [("torch ops", {"kernels": "torch"}), ("triton, unrolled slots", {"triton": {"unroll": True}}),
+                     ("triton, chains up to 256 rows", {"triton": {"chain_rows": 256}}),
                      ("triton, 64-row programs", {"triton": {"block": 64}}), ("triton, 16-row programs", {"triton": {"block": 16}})]
     for label, options in variants:
         try:
@@ -362,9 +363,10 @@ def sw2_case(n: int):
 
 
 #: Triton kernel options tried on Model B (equality: the weighted value rounds as the CPU engine's, so ties break alike)
-PROBES = [{}, {"block": 32, "warps": 8}, {"block": 16, "warps": 4, "chain_rows": 1024}]
+PROBES = [{}, {"unroll": True}, {"block": 32, "warps": 8}, {"block": 16, "warps": 4, "chain_rows": 1024}]
 #: and on SW2 and Model A (launch shapes for time, each checked for equality too)
-SHAPES = [{}, {"warps": 4}, {"chain_rows": 256}, {"block": 32}, {"block": 128}]
+SHAPES = [{}, {"unroll": True}, {"unroll": True, "block": 64}, {"unroll": True, "warps": 4}, {"warps": 4}, {"chain_rows": 256},
+          {"block": 64}, {"block": 16}]
 
 
 def triton_sweep(device: str, quick: bool) -> list[dict]:

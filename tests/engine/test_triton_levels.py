@@ -41,12 +41,15 @@ def _launch_kinds(engine) -> list[str]:
     return [step[0] for run in engine.runs for step in run.launches]
 
 
-@pytest.mark.parametrize("chain_rows", [1024, 8])
-def test_layered_model_equals_cpu_engine_chain_and_grid(chain_rows):
+@pytest.mark.parametrize("chain_rows, unroll", [(1024, False), (8, False), (8, True)])
+def test_layered_model_equals_cpu_engine_chain_and_grid(chain_rows, unroll):
     model = _layered(np.random.default_rng(5))
     objs = total_objectives(2, ["max", "min"])
     eng = Engine(model, objs, renumber="always")
-    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"chain_rows": chain_rows, "block": 16})
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"chain_rows": chain_rows, "block": 16, "unroll": unroll})
+    if unroll:
+        shapes = {step[3:] for run in tri.runs for step in run.launches if step[0] == "grid"}
+        assert shapes and all(kmax > 0 and tmax > 0 for kmax, tmax in shapes) and len(shapes) > 1
     ops = TorchEngine(model, objs, DEVICE, engine=eng, kernels="torch")
     assert tri.kernels == "triton" and tri.triton is not None
     kinds = _launch_kinds(tri)
@@ -70,7 +73,8 @@ def test_random_mdps_equal_cpu_engine(model, data):
     senses = data.draw(st.lists(st.sampled_from(["min", "max"]), min_size=m, max_size=m))
     w = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.0, -0.5]), min_size=m, max_size=m)))
     chain_rows = data.draw(st.sampled_from([0, 2, 1024]))
-    _compare(model, total_objectives(m, senses), w, DEVICE, kernels="triton", triton={"chain_rows": chain_rows, "block": 16})
+    options = {"chain_rows": chain_rows, "block": 16, "unroll": data.draw(st.booleans())}
+    _compare(model, total_objectives(m, senses), w, DEVICE, kernels="triton", triton=options)
 
 
 def test_switch_model_achievability_equals_cpu_engine():
@@ -145,7 +149,8 @@ def test_a_kernel_that_fails_falls_back_to_torch_operations(monkeypatch):
         TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton")
 
 
-def test_ties_break_as_in_the_cpu_engine():
+@pytest.mark.parametrize("unroll", [False, True])
+def test_ties_break_as_in_the_cpu_engine(unroll):
     """Every state has two choices of equal weighted value under w = (1, 1) (rewards (a, b) and
     (b, a), the same successors in another order); the kernel rounds the weighted value as the CPU
     engine does, so it picks the same choices and returns the same objective values."""
@@ -176,7 +181,7 @@ def test_ties_break_as_in_the_cpu_engine():
     model = SparseMDP.from_arrays(rg, ip, tg, np.array(pr), 0, rewards={"r0": np.array(r0), "r1": np.array(r1)})
     objs = total_objectives(2, ["max", "max"])
     eng = Engine(model, objs, renumber="always")
-    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton")
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"unroll": unroll})
     for w in ([1.0, 1.0], [0.5, 0.5], [1.0, 0.0]):
         ref, res = eng.optimise(w), tri.optimise(w)
         assert np.array_equal(res.policy, ref.policy)

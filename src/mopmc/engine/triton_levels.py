@@ -1,4 +1,5 @@
-"""Padded acyclic levels in one fused Triton kernel: the only module that imports triton.
+"""Padded acyclic levels in one fused Triton kernel (its source: :mod:`mopmc.engine.triton_kernels`,
+imported only when it runs).
 
 The torch form of a padded level (:mod:`mopmc.engine.torch_levels`) is 5 to 9 kernels, and a deep
 model's level loop is bound by their launches: on an H200 a graph replay still costs 22-35 us a
@@ -41,6 +42,8 @@ import numpy as np
 #: 0: every level its own grid launch (measured faster on an H200: a chain's single program waits
 #: on each level's dependent loads in turn, benchmarks/results/triton_sweep_cuda.csv)
 CHAIN_ROWS = 0
+#: with ``unroll``, ``K`` or ``T`` above this stays a loop
+UNROLL_MAX = 16
 #: descriptor columns: a, n_l, K, T, s0, t0, most overflow of one slot, (unused)
 DESC = 8
 
@@ -92,69 +95,9 @@ def _interpreter_numpy2() -> None:
 
 
 def _define():
-    import triton
-    import triton.language as tl
-
     if os.environ.get("TRITON_INTERPRET") == "1":
         _interpreter_numpy2()
-
-    @triton.jit(do_not_specialize=["L0", "L1", "k"])
-    def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
-               KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr):
-        pid = tl.program_id(0)
-        nprog = tl.num_programs(0)
-        cols = tl.arange(0, KP)
-        cmask = cols < k
-        col0 = cols == 0
-        lanes = tl.arange(0, BLOCK)
-        for L in range(L0, L1):
-            d = desc + L * 8
-            a = tl.load(d + 0)
-            n_l = tl.load(d + 1)
-            K = tl.load(d + 2)
-            T = tl.load(d + 3)
-            s0 = tl.load(d + 4)
-            t0 = tl.load(d + 5)
-            om = tl.load(d + 6)
-            for r0 in range(pid * BLOCK, n_l, nprog * BLOCK):
-                rows = r0 + lanes
-                rmask = rows < n_l
-                m2 = rmask[:, None] & cmask[None, :]
-                best_v = tl.full((BLOCK,), float("-inf"), tl.float64)
-                best_x = tl.zeros((BLOCK, KP), tl.float64)
-                best_j = tl.zeros((BLOCK,), tl.int64)
-                for c in range(K):
-                    local = rows.to(tl.int64) * K + c
-                    slot = s0 + local
-                    x = tl.load(RR + slot[:, None] * k + cols[None, :], mask=m2, other=0.0)
-                    tb = t0 + local * T
-                    for t in range(T):
-                        tg = tl.load(target + tb + t, mask=rmask, other=0)
-                        p = tl.load(prob + tb + t, mask=rmask, other=0.0)
-                        g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=m2, other=0.0, cache_modifier=GATHER)
-                        x += p[:, None] * g
-                    if om > 0:
-                        e0 = tl.load(optr + slot, mask=rmask, other=0)
-                        e1 = tl.load(optr + slot + 1, mask=rmask, other=0)
-                        for e in range(om):
-                            idx = e0 + e
-                            em = rmask & (idx < e1)
-                            tg = tl.load(otarget + idx, mask=em, other=0)
-                            p = tl.load(oprob + idx, mask=em, other=0.0)
-                            g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=em[:, None] & cmask[None, :], other=0.0,
-                                        cache_modifier=GATHER)
-                            x += p[:, None] * g
-                    dn = tl.load(den + slot, mask=rmask, other=1.0)
-                    x = x / dn[:, None]
-                    v = tl.sum(tl.where(col0[None, :], x, 0.0), axis=1) + tl.load(neg + slot, mask=rmask, other=0.0)
-                    better = (v > best_v) | (c == 0)
-                    best_v = tl.where(better, v, best_v)
-                    best_x = tl.where(better[:, None], x, best_x)
-                    best_j = tl.where(better, c, best_j)
-                state = a + rows.to(tl.int64)
-                tl.store(VX + state[:, None] * k + cols[None, :], best_x, mask=m2)
-                tl.store(arg + state, best_j, mask=rmask & (K > 1))
-            tl.debug_barrier()
+    from mopmc.engine.triton_kernels import levels
 
     return levels
 
@@ -186,10 +129,13 @@ class TritonLevels:
     ``chain_rows``: levels of at most this many states go into chain launches (default
     :data:`CHAIN_ROWS`); ``block``: rows per program (default :func:`block_rows`); ``warps``:
     warps per program; ``stages``: Triton's ``num_stages`` (software pipelining); ``gather``: the
-    cache modifier of the gathers of ``[V | X]`` rows."""
+    cache modifier of the gathers of ``[V | X]`` rows; ``unroll``: grid launches with a level's
+    choice and transition slots unrolled (a compiled variant per power of two of ``K`` and ``T``),
+    so that all their loads issue at once instead of a dependent pair per slot (not yet measured on
+    a GPU; the same arithmetic in the same order)."""
 
     def __init__(self, torch, padded, layout, device, k: int, chain_rows: int | None = None, block: int | None = None,
-                 warps: int = 8, stages: int | None = None, gather: str = ".cg"):
+                 warps: int = 8, stages: int | None = None, gather: str = ".cg", unroll: bool = False):
         levels = sorted(layout.levels.values(), key=lambda P: P.s0)
         self.row = {P.s0: i for i, P in enumerate(levels)}
         n_slots = len(layout.den)
@@ -215,6 +161,7 @@ class TritonLevels:
         self.chain_rows = CHAIN_ROWS if chain_rows is None else int(chain_rows)
         self.warps = int(warps)
         self.stages = stages
+        self.unroll = bool(unroll)
         self.gather = gather
         self.kernel = _kernel()
 
@@ -228,16 +175,25 @@ class TritonLevels:
                 continue
             i, n_l = self.row[step.s0], step.b - step.a
             if n_l > self.chain_rows:
-                out.append(("grid", i, -(-n_l // self.BLOCK)))
+                out.append(("grid", i, -(-n_l // self.BLOCK), *self._unrolled(step.K, step.T)))
             elif out and out[-1][0] == "chain" and out[-1][2] == i:
                 out[-1] = ("chain", out[-1][1], i + 1)
             else:
                 out.append(("chain", i, i + 1))
         return out
 
-    def launch(self, VX, arg, L0: int, L1: int, programs: int) -> None:
+    def _unrolled(self, K: int, T: int) -> tuple[int, int]:
+        """``(KMAX, TMAX)`` of a grid launch: with ``unroll``, ``K`` and ``T`` rounded up to powers
+        of two (one compiled variant each), 0 (a loop) above :data:`UNROLL_MAX`."""
+        if not self.unroll:
+            return 0, 0
+        up = [1 << max(0, int(x - 1).bit_length()) for x in (K, T)]
+        return tuple(u if u <= UNROLL_MAX else 0 for u in up)
+
+    def launch(self, VX, arg, L0: int, L1: int, programs: int, kmax: int = 0, tmax: int = 0) -> None:
         d = self.padded
         with _LAUNCH:
             self.kernel[(programs,)](self.desc, L0, L1, VX, d.target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
                                      self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=self.BLOCK, GATHER=self.gather,
-                                     enable_fp_fusion=False, num_warps=self.warps, **({} if self.stages is None else {"num_stages": self.stages}))
+                                     KMAX=kmax, TMAX=tmax, enable_fp_fusion=False, num_warps=self.warps,
+                                     **({} if self.stages is None else {"num_stages": self.stages}))

@@ -1,0 +1,89 @@
+"""The fused level kernel's Triton source (see :mod:`mopmc.engine.triton_levels`, which imports
+this module only when the kernel is used; ``TRITON_INTERPRET=1`` must be set before, for the
+interpreter). Triton resolves a kernel's helpers among its module's globals, hence a module."""
+
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg, optr, otarget, oprob, k,
+                 GATHER: tl.constexpr, TMAX: tl.constexpr):
+    """``(RR + sum_t p * VX[target]) / den`` of choice slot ``c`` of the rows (``rmask``), and
+    its weighted value plus ``neg``; ``TMAX > 0``: the transition slots unrolled up to ``TMAX``
+    (masked beyond ``T``), so their loads issue together; 0: a loop over ``T``."""
+    local = rows.to(tl.int64) * K + c
+    slot = s0 + local
+    m2 = rmask[:, None] & cmask[None, :]
+    x = tl.load(RR + slot[:, None] * k + cols[None, :], mask=m2, other=0.0)
+    tb = t0 + local * T
+    if TMAX > 0:
+        for t in tl.static_range(TMAX):
+            tm = rmask & (t < T)
+            tg = tl.load(target + tb + t, mask=tm, other=0)
+            p = tl.load(prob + tb + t, mask=tm, other=0.0)
+            g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=tm[:, None] & cmask[None, :], other=0.0, cache_modifier=GATHER)
+            x += p[:, None] * g
+    else:
+        for t in range(T):
+            tg = tl.load(target + tb + t, mask=rmask, other=0)
+            p = tl.load(prob + tb + t, mask=rmask, other=0.0)
+            g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=m2, other=0.0, cache_modifier=GATHER)
+            x += p[:, None] * g
+    if om > 0:
+        e0 = tl.load(optr + slot, mask=rmask, other=0)
+        e1 = tl.load(optr + slot + 1, mask=rmask, other=0)
+        for e in range(om):
+            idx = e0 + e
+            em = rmask & (idx < e1)
+            tg = tl.load(otarget + idx, mask=em, other=0)
+            p = tl.load(oprob + idx, mask=em, other=0.0)
+            g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=em[:, None] & cmask[None, :], other=0.0, cache_modifier=GATHER)
+            x += p[:, None] * g
+    x = x / tl.load(den + slot, mask=rmask, other=1.0)[:, None]
+    v = tl.sum(tl.where((cols == 0)[None, :], x, 0.0), axis=1) + tl.load(neg + slot, mask=rmask, other=0.0)
+    return x, v
+
+@triton.jit(do_not_specialize=["L0", "L1", "k"])
+def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+           KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr):
+    pid = tl.program_id(0)
+    nprog = tl.num_programs(0)
+    cols = tl.arange(0, KP)
+    cmask = cols < k
+    lanes = tl.arange(0, BLOCK)
+    for L in range(L0, L1):
+        d = desc + L * 8
+        a = tl.load(d + 0)
+        n_l = tl.load(d + 1)
+        K = tl.load(d + 2)
+        T = tl.load(d + 3)
+        s0 = tl.load(d + 4)
+        t0 = tl.load(d + 5)
+        om = tl.load(d + 6)
+        for r0 in range(pid * BLOCK, n_l, nprog * BLOCK):
+            rows = r0 + lanes
+            rmask = rows < n_l
+            best_v = tl.full((BLOCK,), float("-inf"), tl.float64)
+            best_x = tl.zeros((BLOCK, KP), tl.float64)
+            best_j = tl.zeros((BLOCK,), tl.int64)
+            if KMAX > 0:  # choice slots unrolled (masked beyond K): every slot's loads issue together
+                for c in tl.static_range(KMAX):
+                    x, v = choice_value(c, rows, rmask & (c < K), cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
+                                        optr, otarget, oprob, k, GATHER, TMAX)
+                    better = ((v > best_v) | (c == 0)) & (c < K)
+                    best_v = tl.where(better, v, best_v)
+                    best_x = tl.where(better[:, None], x, best_x)
+                    best_j = tl.where(better, c, best_j)
+            else:
+                for c in range(K):
+                    x, v = choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
+                                        optr, otarget, oprob, k, GATHER, TMAX)
+                    better = (v > best_v) | (c == 0)
+                    best_v = tl.where(better, v, best_v)
+                    best_x = tl.where(better[:, None], x, best_x)
+                    best_j = tl.where(better, c, best_j)
+            state = a + rows.to(tl.int64)
+            tl.store(VX + state[:, None] * k + cols[None, :], best_x, mask=rmask[:, None] & cmask[None, :])
+            tl.store(arg + state, best_j, mask=rmask & (K > 1))
+        tl.debug_barrier()
