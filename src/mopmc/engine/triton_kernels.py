@@ -7,6 +7,22 @@ import triton.language as tl
 
 
 @triton.jit
+def add_transition(x, tptr, pptr, mask, VX, k, cols, cmask, GATHER: tl.constexpr):
+    """``x + p * VX[target]`` of one transition slot per row (``mask``: rows that have it)."""
+    tg = tl.load(tptr, mask=mask, other=0)
+    p = tl.load(pptr, mask=mask, other=0.0)
+    g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=mask[:, None] & cmask[None, :], other=0.0, cache_modifier=GATHER)
+    return x + p[:, None] * g
+
+
+@triton.jit
+def pick(c, K, x, v, best_v, best_x, best_j):
+    """Keep choice slot ``c`` where it beats the best so far (the first maximum; ``c >= K``: none)."""
+    better = ((v > best_v) | (c == 0)) & (c < K)
+    return tl.where(better, v, best_v), tl.where(better[:, None], x, best_x), tl.where(better, c, best_j)
+
+
+@triton.jit
 def choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg, optr, otarget, oprob, k,
                  GATHER: tl.constexpr, TMAX: tl.constexpr):
     """``(RR + sum_t p * VX[target]) / den`` of choice slot ``c`` of the rows (``rmask``), and
@@ -19,30 +35,19 @@ def choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob
     tb = t0 + local * T
     if TMAX > 0:
         for t in tl.static_range(TMAX):
-            tm = rmask & (t < T)
-            tg = tl.load(target + tb + t, mask=tm, other=0)
-            p = tl.load(prob + tb + t, mask=tm, other=0.0)
-            g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=tm[:, None] & cmask[None, :], other=0.0, cache_modifier=GATHER)
-            x += p[:, None] * g
+            x = add_transition(x, target + tb + t, prob + tb + t, rmask & (t < T), VX, k, cols, cmask, GATHER)
     else:
         for t in range(T):
-            tg = tl.load(target + tb + t, mask=rmask, other=0)
-            p = tl.load(prob + tb + t, mask=rmask, other=0.0)
-            g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=m2, other=0.0, cache_modifier=GATHER)
-            x += p[:, None] * g
+            x = add_transition(x, target + tb + t, prob + tb + t, rmask, VX, k, cols, cmask, GATHER)
     if om > 0:
         e0 = tl.load(optr + slot, mask=rmask, other=0)
         e1 = tl.load(optr + slot + 1, mask=rmask, other=0)
         for e in range(om):
-            idx = e0 + e
-            em = rmask & (idx < e1)
-            tg = tl.load(otarget + idx, mask=em, other=0)
-            p = tl.load(oprob + idx, mask=em, other=0.0)
-            g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=em[:, None] & cmask[None, :], other=0.0, cache_modifier=GATHER)
-            x += p[:, None] * g
+            x = add_transition(x, otarget + e0 + e, oprob + e0 + e, rmask & (e0 + e < e1), VX, k, cols, cmask, GATHER)
     x = x / tl.load(den + slot, mask=rmask, other=1.0)[:, None]
     v = tl.sum(tl.where((cols == 0)[None, :], x, 0.0), axis=1) + tl.load(neg + slot, mask=rmask, other=0.0)
     return x, v
+
 
 @triton.jit(do_not_specialize=["L0", "L1", "k"])
 def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
@@ -71,18 +76,12 @@ def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, opr
                 for c in tl.static_range(KMAX):
                     x, v = choice_value(c, rows, rmask & (c < K), cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
                                         optr, otarget, oprob, k, GATHER, TMAX)
-                    better = ((v > best_v) | (c == 0)) & (c < K)
-                    best_v = tl.where(better, v, best_v)
-                    best_x = tl.where(better[:, None], x, best_x)
-                    best_j = tl.where(better, c, best_j)
+                    best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
             else:
                 for c in range(K):
                     x, v = choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
                                         optr, otarget, oprob, k, GATHER, TMAX)
-                    better = (v > best_v) | (c == 0)
-                    best_v = tl.where(better, v, best_v)
-                    best_x = tl.where(better[:, None], x, best_x)
-                    best_j = tl.where(better, c, best_j)
+                    best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
             state = a + rows.to(tl.int64)
             tl.store(VX + state[:, None] * k + cols[None, :], best_x, mask=rmask[:, None] & cmask[None, :])
             tl.store(arg + state, best_j, mask=rmask & (K > 1))
