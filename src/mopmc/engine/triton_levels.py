@@ -69,10 +69,15 @@ _LAUNCH = threading.Lock()
 
 
 def _kernel():
+    """The compiled kernel's handle (Triton's interpreter when ``TRITON_INTERPRET=1``)."""
     global _KERNEL
     with _LAUNCH:
         if _KERNEL is None:
-            _KERNEL = _define()
+            if os.environ.get("TRITON_INTERPRET") == "1":
+                _interpreter_numpy2()
+            from mopmc.engine.triton_kernels import levels
+
+            _KERNEL = levels
     return _KERNEL
 
 
@@ -94,20 +99,17 @@ def _interpreter_numpy2() -> None:
     interpreter._mopmc_index = True
 
 
-def _define():
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        _interpreter_numpy2()
-    from mopmc.engine.triton_kernels import levels
-
-    return levels
-
-
 def block_rows(k: int) -> tuple[int, int]:
     """``(KP, BLOCK)``: the columns padded to a power of two, and rows per program: 32 (the best
     measured on an H200 for 5 columns, against 64, 128 and 512), 16 where a state-by-column tile
     would exceed 2048 values (the best measured for 101 columns, against 32)."""
-    kp = 1 << max(0, int(k - 1).bit_length())
+    kp = _pow2(k)
     return kp, int(min(32, max(16, 2048 // kp)))
+
+
+def _pow2(x: int) -> int:
+    """The least power of two >= ``x`` (1 for ``x <= 1``)."""
+    return 1 << max(0, int(x - 1).bit_length())
 
 
 def overflow_csr(levels: list, over_slot: np.ndarray, over_target: np.ndarray, over_prob: np.ndarray, n_slots: int):
@@ -144,8 +146,10 @@ class TritonLevels:
         for i, P in enumerate(levels):
             desc[i, :7] = (P.a, P.b - P.a, P.K, P.T, P.s0, P.t0, most[i])
 
+        from mopmc.engine.torch_engine import to_device
+
         def put(a, dtype):
-            return torch.from_numpy(np.ascontiguousarray(a)).to(device=device, dtype=dtype)
+            return to_device(torch, a, dtype, device)
 
         self.desc = put(desc, torch.int64)
         self.optr = put(optr, torch.int64)
@@ -167,7 +171,7 @@ class TritonLevels:
 
     def launches(self, steps: list) -> list:
         """A run's steps with its padded levels grouped: ``("chain", L0, L1)`` for consecutive small
-        levels, ``("grid", L, programs)`` for a large one; other steps pass through."""
+        levels, ``("grid", L, programs, KMAX, TMAX)`` for a large one; other steps pass through."""
         out: list = []
         for kind, step in steps:
             if kind != "pad":
@@ -187,8 +191,7 @@ class TritonLevels:
         of two (one compiled variant each), 0 (a loop) above :data:`UNROLL_MAX`."""
         if not self.unroll:
             return 0, 0
-        up = [1 << max(0, int(x - 1).bit_length()) for x in (K, T)]
-        return tuple(u if u <= UNROLL_MAX else 0 for u in up)
+        return tuple(u if u <= UNROLL_MAX else 0 for u in (_pow2(K), _pow2(T)))
 
     def launch(self, VX, arg, L0: int, L1: int, programs: int, kmax: int = 0, tmax: int = 0) -> None:
         d = self.padded
