@@ -10,6 +10,11 @@
    float64 copy and axpy). Per case: seconds for the CPU engine and the torch engine, oracle calls,
    and one kernel call (a full sweep over the model, level by level) against the time the device
    needs just to stream the sweep's bytes at the measured bandwidth.
+3. **Per-sweep time against the bandwidth floor**: one full Bellman sweep over the whole model at
+   once (value iteration's unit of work, no level order) by cuSPARSE (CSR SpMM + segmented max)
+   and by the Triton kernel in one launch (a Jacobi sweep over every padded level, several launch
+   shapes; each checked equal to the torch form of the levels), each against the floor of
+   streaming the CSR arrays once, and the Triton sweep also against its own padded bytes.
 
 Prints a table and writes a CSV (default ``benchmarks/results/gpu_check_<device>[_quick].csv``).
 ``--quick`` uses small models (n=20 switch, Model B with 10 objectives, SW2 n=20/40) to prove the
@@ -133,16 +138,70 @@ def full_sweep(engine, floor: float, repeat: int = 5) -> dict:
         S.add_(RR).div_(den)
         return torch.full((n,), -np.inf, device=dev, dtype=torch.float64).scatter_reduce_(0, own, S[:, 0], "amax")
 
-    sweep()
-    sync(dev)
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        sweep()
-        sync(dev)
-        best = min(best, time.perf_counter() - t)
+    best = gpu_time(sweep, dev)
     once = nnz * 16 + nc * 8 + n * k * 8 + nc * k * 8 * 2 + nc * 8 * 2 + n * 8
     return {"seconds": best, "floor_s": once / floor}
+
+
+#: launch shapes of the Triton full sweep (rows per program, warps, int32 targets, unrolled slots)
+SWEEPS = [{}, {"block": 64}, {"block": 128}, {"block": 64, "warps": 4}, {"block": 128, "warps": 4}, {"idx32": True},
+          {"block": 64, "idx32": True}, {"block": 128, "idx32": True}, {"unroll": True}, {"block": 64, "idx32": True, "unroll": True}]
+
+
+def gpu_time(fn, device, reps: int = 20, rounds: int = 3) -> float:
+    """Seconds of one ``fn()`` on the device: ``reps`` calls back to back between two syncs (the
+    host's launch overhead hides behind the device's work), the best of ``rounds``."""
+    fn()
+    sync(device)
+    best = math.inf
+    for _ in range(rounds):
+        t = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        sync(device)
+        best = min(best, (time.perf_counter() - t) / reps)
+    return best
+
+
+def triton_full_sweep(name, model, m, engine, floor, csr_floor_s, shapes=None) -> list[dict]:
+    """The Triton kernel's one-launch Jacobi sweep over every padded level
+    (:meth:`~mopmc.engine.triton_levels.TritonLevels.sweep`) per launch shape: equal to the torch
+    form of the levels (read from a copy of ``[V | X]``), its time against the floor of the CSR
+    bytes (the yardstick of the cuSPARSE sweep) and of its own padded bytes."""
+    import torch
+
+    tri, pad = engine.triton, engine.padded
+    dev = engine.device
+    levels = sorted(pad.levels.values(), key=lambda P: P.s0)
+    covered = sum(P.b - P.a for P in levels)
+    VX = torch.rand(engine.VX.shape, device=dev, dtype=torch.float64)
+    VX[-1] = 0.0  # the zero row padding points at
+    ref = VX.clone()
+    ref_arg = torch.zeros(VX.shape[0], device=dev, dtype=torch.int64)
+    for P in reversed(levels):  # a level reads only lower levels: top down, each still reads VX's rows
+        pad.level(P, ref, ref_arg)
+    rows = []
+    for opts in SWEEPS if shapes is None else shapes:
+        label = f"{name}: Triton full sweep {opts or 'default'}"
+        try:
+            OUT = VX.clone()
+            arg = torch.zeros_like(ref_arg)
+            programs = tri.sweep(VX, OUT, arg, **opts)
+            diff = float(((OUT - ref).abs() / ref.abs().clamp(min=1.0)).max())
+            if diff > TOL:
+                raise Inequality(f"{label}: differs from the torch levels by {diff:.3g}")
+            secs = gpu_time(lambda: tri.sweep(VX, OUT, arg, **opts), dev)
+            own = tri.sweep_bytes(opts.get("idx32", False)) / floor
+            vs_csr = f"x{secs / csr_floor_s:.2f} CSR floor ({csr_floor_s * 1e3:.3f} ms), " if csr_floor_s else ""
+            rows.append({"case": label, "states": model.n_states, "objectives": m, "torch_s": round(secs, 7), "calls": 1, "max_rel_diff": diff,
+                         "result": f"{vs_csr}x{secs / own:.2f} own floor ({own * 1e3:.3f} ms, {tri.sweep_bytes(opts.get('idx32', False)) / secs / 1e9:.0f} GB/s), "
+                                   f"{programs} programs, {covered}/{model.n_states} states padded"})
+        except Inequality:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a measurement: report and go on
+            rows.append({"case": label, "result": f"ERROR {type(exc).__name__}: {exc}"[:300]})
+        print(f"{rows[-1]['case']}: {rows[-1].get('torch_s', '-')} s, {rows[-1]['result']}", flush=True)
+    return rows
 
 
 def launches(engine) -> str:
@@ -227,6 +286,10 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
                      "calls": 1, "result": f"floor {fs['floor_s'] * 1e3:.3f} ms, x{fs['seconds'] / fs['floor_s']:.2f} floor (sparse CSR SpMM + segmented max)"})
     except Exception as exc:  # noqa: BLE001 - a measurement, not a check: report and go on
         rows.append({"case": f"{name}: one full Bellman sweep", "result": f"ERROR {type(exc).__name__}: {exc}"[:300]})
+        fs = None
+    if gpu.triton is not None:
+        shapes = SWEEPS if name.startswith("Model A") else [{}, {"block": 64}, {"block": 64, "idx32": True}]
+        rows += triton_full_sweep(name, model, len(objs), gpu, floor, fs["floor_s"] if fs else None, shapes)
     for kind in kinds:
         def run(oracle):
             t = time.perf_counter()
@@ -373,7 +436,7 @@ def triton_sweep(device: str, quick: bool) -> list[dict]:
     """Launch shapes of the Triton kernel on Model B (100 objectives), Model A and SW2: equality with
     the CPU engine per shape (no abort: a row says DIFFERS) and one kernel call's time."""
     from mopmc.engine.kernel import Engine
-    from mopmc.engine.torch_engine import TorchEngine
+    from mopmc.engine.torch_engine import TorchEngine, resolve_device
 
     b_k, a_n, sw = (10, 20, 40) if quick else (100, 200, 800)
     cases = [(f"Model B {b_k} objectives", lambda: load_case(SHARED / "dive-and-rise" / "dive_and_rise_action_rewards.nm",
@@ -382,10 +445,16 @@ def triton_sweep(device: str, quick: bool) -> list[dict]:
              (f"Model A n={a_n}", lambda: load_case(SHARED / "switch-scaling" / f"switch_model_{a_n}.prism",
                                                     (SHARED / "switch-scaling" / "switch_prop_achievable.props").read_text()))]
     rows = []
+    floor = bandwidth(resolve_device(device), 0.25 if quick else 1.0)["copy"]
     for name, make in cases:
         model, prop, _ = make()
         objs = prop.objectives
         cpu = Engine(model, objs, renumber="always")
+        if not name.startswith("Model B"):  # the one-launch full sweep's shapes, against the cuSPARSE sweep's floor
+            eng = TorchEngine(model, objs, device, engine=cpu, kernels="triton")
+            eng.optimise(np.ones(len(objs)))
+            rows += triton_full_sweep(name, model, len(objs), eng, floor, full_sweep(eng, floor)["floor_s"])
+            del eng
         rng = np.random.default_rng(1)
         ws = [np.ones(len(objs)), rng.uniform(-1, 1, len(objs))]
         refs = [cpu.optimise(w) for w in ws]

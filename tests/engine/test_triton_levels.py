@@ -186,3 +186,40 @@ def test_ties_break_as_in_the_cpu_engine(unroll):
         ref, res = eng.optimise(w), tri.optimise(w)
         assert np.array_equal(res.policy, ref.policy)
         assert close(res.values, ref.values), (res.values, ref.values)
+
+
+def _jacobi_reference(tri, VX):
+    """One Jacobi sweep by the torch form of each padded level, each reading a fresh copy of ``VX``."""
+    out = VX.clone()
+    arg = torch.zeros(VX.shape[0], dtype=torch.int64, device=VX.device)
+    for P in tri.padded.levels.values():
+        work = VX.clone()
+        tri.padded.level(P, work, arg)
+        out[P.a:P.b] = work[P.a:P.b]
+    return out, arg
+
+
+@pytest.mark.parametrize("options", [{}, {"block": 8, "unroll": True}, {"block": 64, "idx32": True}])
+def test_full_sweep_is_one_jacobi_sweep_of_the_padded_levels(options):
+    model = _layered(np.random.default_rng(7))
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"chain_rows": 8, "block": 16})
+    tri.optimise([1.0, -0.5])  # RR's column 0 for this direction
+    pads = tri.padded.levels.values()
+    assert len(pads) > 3 and any(P.o1 > P.o0 for P in pads) and any(P.K > 1 for P in pads)
+    VX = torch.rand((tri.VX.shape[0], tri.VX.shape[1]), dtype=torch.float64, device=tri.VX.device)
+    VX[-1] = 0.0  # the zero row padding points at
+    ref, ref_arg = _jacobi_reference(tri, VX)
+    OUT = VX.clone()
+    arg = torch.zeros_like(ref_arg)
+    programs = tri.triton.sweep(VX, OUT, arg, **options)
+    block = options.get("block", 16)
+    assert programs == sum(-(-(P.b - P.a) // block) for P in pads)
+    assert torch.allclose(OUT, ref, rtol=1e-13, atol=1e-13)
+    picked = np.concatenate([np.arange(P.a, P.b) for P in pads if P.K > 1])
+    assert torch.equal(arg[picked], ref_arg[picked])
+    assert not torch.equal(OUT, VX), "the sweep changed the padded states"
+    assert tri.triton.sweep_bytes(options.get("idx32", False)) > 0
+    with pytest.raises(ValueError, match="power of two"):
+        tri.triton.sweep(VX, OUT, arg, block=24)

@@ -49,9 +49,33 @@ def choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob
     return x, v
 
 
+@triton.jit
+def rows_block(rows, rmask, a, K, T, s0, t0, om, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+               cols, cmask, KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr):
+    """One block of a padded level's rows (``rmask``), read from ``VX``: the best choice slot's
+    ``[v | x]`` into ``OUT`` (``VX`` itself in the level order), its index into ``arg`` (``K > 1``)."""
+    best_v = tl.full((BLOCK,), float("-inf"), tl.float64)
+    best_x = tl.zeros((BLOCK, KP), tl.float64)
+    best_j = tl.zeros((BLOCK,), tl.int64)
+    if KMAX > 0:  # choice slots unrolled (masked beyond K): every slot's loads issue together
+        for c in tl.static_range(KMAX):
+            x, v = choice_value(c, rows, rmask & (c < K), cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
+                                optr, otarget, oprob, k, GATHER, TMAX)
+            best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
+    else:
+        for c in range(K):
+            x, v = choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
+                                optr, otarget, oprob, k, GATHER, TMAX)
+            best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
+    state = a + rows.to(tl.int64)
+    tl.store(OUT + state[:, None] * k + cols[None, :], best_x, mask=rmask[:, None] & cmask[None, :])
+    tl.store(arg + state, best_j, mask=rmask & (K > 1))
+
+
 @triton.jit(do_not_specialize=["L0", "L1", "k"])
 def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
            KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr):
+    """Levels ``[L0, L1)`` in order, in place in ``VX`` (each program a strided share of a level's row blocks)."""
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
     cols = tl.arange(0, KP)
@@ -68,21 +92,22 @@ def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, opr
         om = tl.load(d + 6)
         for r0 in range(pid * BLOCK, n_l, nprog * BLOCK):
             rows = r0 + lanes
-            rmask = rows < n_l
-            best_v = tl.full((BLOCK,), float("-inf"), tl.float64)
-            best_x = tl.zeros((BLOCK, KP), tl.float64)
-            best_j = tl.zeros((BLOCK,), tl.int64)
-            if KMAX > 0:  # choice slots unrolled (masked beyond K): every slot's loads issue together
-                for c in tl.static_range(KMAX):
-                    x, v = choice_value(c, rows, rmask & (c < K), cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
-                                        optr, otarget, oprob, k, GATHER, TMAX)
-                    best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
-            else:
-                for c in range(K):
-                    x, v = choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
-                                        optr, otarget, oprob, k, GATHER, TMAX)
-                    best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
-            state = a + rows.to(tl.int64)
-            tl.store(VX + state[:, None] * k + cols[None, :], best_x, mask=rmask[:, None] & cmask[None, :])
-            tl.store(arg + state, best_j, mask=rmask & (K > 1))
+            rows_block(rows, rows < n_l, a, K, T, s0, t0, om, VX, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+                       cols, cmask, KP, BLOCK, GATHER, KMAX, TMAX)
         tl.debug_barrier()
+
+
+@triton.jit(do_not_specialize=["k"])
+def sweep(table, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+          KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr):
+    """One Jacobi Bellman sweep over every padded level at once: program ``i`` does row block
+    ``table[i] = (level, first row)``, reading ``VX`` and writing ``OUT`` (no level order)."""
+    pid = tl.program_id(0).to(tl.int64)
+    L = tl.load(table + 2 * pid)
+    r0 = tl.load(table + 2 * pid + 1)
+    d = desc + L * 8
+    n_l = tl.load(d + 1)
+    rows = r0 + tl.arange(0, BLOCK)
+    cols = tl.arange(0, KP)
+    rows_block(rows, rows < n_l, tl.load(d + 0), tl.load(d + 2), tl.load(d + 3), tl.load(d + 4), tl.load(d + 5), tl.load(d + 6),
+               VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k, cols, cols < k, KP, BLOCK, GATHER, KMAX, TMAX)

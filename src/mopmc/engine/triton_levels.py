@@ -75,9 +75,9 @@ def _kernel():
         if _KERNEL is None:
             if os.environ.get("TRITON_INTERPRET") == "1":
                 _interpreter_numpy2()
-            from mopmc.engine.triton_kernels import levels
+            from mopmc.engine import triton_kernels
 
-            _KERNEL = levels
+            _KERNEL = triton_kernels
     return _KERNEL
 
 
@@ -167,7 +167,11 @@ class TritonLevels:
         self.stages = stages
         self.unroll = bool(unroll)
         self.gather = gather
-        self.kernel = _kernel()
+        self.kernels = _kernel()
+        self.kernel = self.kernels.levels
+        self._levels = levels
+        self._tables: dict = {}
+        self._target32 = None
 
     def launches(self, steps: list) -> list:
         """A run's steps with its padded levels grouped: ``("chain", L0, L1)`` for consecutive small
@@ -200,3 +204,57 @@ class TritonLevels:
                                      self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=self.BLOCK, GATHER=self.gather,
                                      KMAX=kmax, TMAX=tmax, enable_fp_fusion=False, num_warps=self.warps,
                                      **({} if self.stages is None else {"num_stages": self.stages}))
+
+    def sweep(self, VX, OUT, arg, block: int | None = None, warps: int | None = None, unroll: bool | None = None,
+              idx32: bool = False) -> int:
+        """One Jacobi Bellman sweep over all padded levels in a single launch (no level order): each
+        padded state's best ``[v | x]`` from ``VX`` into ``OUT`` and its slot into ``arg``. The
+        bandwidth-bound unit of value iteration, measured against the memory floor by
+        ``benchmarks/gpu_check.py`` (the level order needs one launch per level instead).
+        ``block``, ``warps``, ``unroll``: as the level launches' (default: theirs); ``unroll``
+        unrolls to the largest ``K`` and ``T`` of any level; ``idx32``: the transition targets as
+        int32 (half their bytes; the model must have fewer than 2**31 states). Returns the number of
+        programs launched."""
+        torch = self.padded.torch
+        block = self.BLOCK if block is None else int(block)
+        if block < 1 or block & (block - 1):
+            raise ValueError(f"block {block}: rows per program must be a power of two")
+        table = self._tables.get(block)
+        if table is None:
+            pairs = [(i, r0) for i, P in enumerate(self._levels) for r0 in range(0, P.b - P.a, block)]
+            host = np.array(pairs, np.int64).reshape(-1, 2)
+            from mopmc.engine.torch_engine import to_device
+
+            table = self._tables[block] = to_device(torch, host, torch.int64, self.desc.device)
+        if not len(table):
+            return 0
+        kmax = tmax = 0
+        if self.unroll if unroll is None else unroll:
+            K = max(P.K for P in self._levels)
+            T = max(P.T for P in self._levels)
+            kmax, tmax = (u if u <= UNROLL_MAX else 0 for u in (_pow2(K), _pow2(T)))
+        target = self.padded.target
+        if idx32:
+            if self._target32 is None:
+                if VX.shape[0] >= 2**31:
+                    raise ValueError("idx32: the model has 2**31 states or more")
+                self._target32 = target.to(torch.int32)
+            target = self._target32
+        d = self.padded
+        with _LAUNCH:
+            self.kernels.sweep[(len(table),)](table, self.desc, VX, OUT, target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
+                                              self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=block, GATHER=self.gather,
+                                              KMAX=kmax, TMAX=tmax, enable_fp_fusion=False,
+                                              num_warps=self.warps if warps is None else int(warps),
+                                              **({} if self.stages is None else {"num_stages": self.stages}))
+        return len(table)
+
+    def sweep_bytes(self, idx32: bool = False) -> int:
+        """Bytes one :meth:`sweep` streams at least: every transition slot's target and probability,
+        every choice slot's ``RR``, ``den``, ``neg``, the overflow CSR, and each padded state's
+        ``[v | x]`` read once and written once, with its ``arg``."""
+        d = self.padded
+        slots, tslots = d.den.shape[0], d.target.shape[0]
+        states = sum(P.b - P.a for P in self._levels)
+        return (tslots * ((4 if idx32 else 8) + 8) + slots * (8 * self.k + 16) + 8 * (slots + 1)
+                + 16 * (self.otarget.shape[0]) + states * (16 * self.k + 8))
