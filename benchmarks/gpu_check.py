@@ -144,8 +144,10 @@ def full_sweep(engine, floor: float, repeat: int = 5) -> dict:
 
 
 #: launch shapes of the Triton full sweep (rows per program, warps, int32 targets, unrolled slots)
-SWEEPS = [{}, {"block": 64}, {"block": 128}, {"block": 64, "warps": 4}, {"block": 128, "warps": 4}, {"idx32": True},
-          {"block": 64, "idx32": True}, {"block": 128, "idx32": True}, {"unroll": True}, {"block": 64, "idx32": True, "unroll": True}]
+SWEEPS = [{"unroll": False}, {"unroll": False, "block": 128, "warps": 4}, {}, {"block": 64}, {"block": 64, "warps": 4},
+          {"block": 128, "warps": 4}, {"block": 128, "warps": 2}, {"block": 256, "warps": 4}, {"block": 256, "warps": 8},
+          {"block": 128, "warps": 4, "evict": "evict_first"}, {"block": 128, "warps": 4, "idx32": True},
+          {"block": 64, "warps": 4, "evict": "evict_first", "idx32": True}]
 
 
 def gpu_time(fn, device, reps: int = 20, rounds: int = 3) -> float:
@@ -262,7 +264,7 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     if gpu.graphs:  # the same call without graphs, for the launch overhead they save
         variants.append(("eager", {"graphs": False}))
     if gpu.kernels == "triton":  # the torch form of the padded levels, and other launch shapes of the Triton kernel
-        variants += [("torch ops", {"kernels": "torch"}), ("triton, unrolled slots", {"triton": {"unroll": True}}),
+        variants += [("torch ops", {"kernels": "torch"}), ("triton, slot loops (not unrolled)", {"triton": {"unroll": False}}),
                      ("triton, chains up to 256 rows", {"triton": {"chain_rows": 256}}),
                      ("triton, 64-row programs", {"triton": {"block": 64}}), ("triton, 16-row programs", {"triton": {"block": 16}})]
     for label, options in variants:
@@ -288,7 +290,7 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
         rows.append({"case": f"{name}: one full Bellman sweep", "result": f"ERROR {type(exc).__name__}: {exc}"[:300]})
         fs = None
     if gpu.triton is not None:
-        shapes = SWEEPS if name.startswith("Model A") else [{}, {"block": 64}, {"block": 64, "idx32": True}]
+        shapes = SWEEPS if name.startswith("Model A") else SWEEPS[:2] + [{"block": 128, "warps": 4}, {"block": 128, "warps": 4, "evict": "evict_first"}]
         rows += triton_full_sweep(name, model, len(objs), gpu, floor, fs["floor_s"] if fs else None, shapes)
     for kind in kinds:
         def run(oracle):
@@ -426,10 +428,9 @@ def sw2_case(n: int):
 
 
 #: Triton kernel options tried on Model B (equality: the weighted value rounds as the CPU engine's, so ties break alike)
-PROBES = [{}, {"unroll": True}, {"block": 32, "warps": 8}, {"block": 16, "warps": 4, "chain_rows": 1024}]
+PROBES = [{}, {"unroll": False}, {"block": 16, "warps": 4}, {"block": 16, "warps": 4, "chain_rows": 1024}]
 #: and on SW2 and Model A (launch shapes for time, each checked for equality too)
-SHAPES = [{}, {"unroll": True}, {"unroll": True, "block": 64}, {"unroll": True, "warps": 4}, {"warps": 4}, {"chain_rows": 256},
-          {"block": 64}, {"block": 16}]
+SHAPES = [{}, {"unroll": False}, {"block": 64}, {"warps": 4}, {"unroll": False, "warps": 4}, {"chain_rows": 256}, {"block": 16}]
 
 
 def triton_sweep(device: str, quick: bool) -> list[dict]:

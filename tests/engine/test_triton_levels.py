@@ -199,7 +199,7 @@ def _jacobi_reference(tri, VX):
     return out, arg
 
 
-@pytest.mark.parametrize("options", [{}, {"block": 8, "unroll": True}, {"block": 64, "idx32": True}])
+@pytest.mark.parametrize("options", [{}, {"block": 8, "unroll": False}, {"block": 64, "idx32": True, "evict": "evict_first"}])
 def test_full_sweep_is_one_jacobi_sweep_of_the_padded_levels(options):
     model = _layered(np.random.default_rng(7))
     objs = total_objectives(2, ["max", "min"])
@@ -223,3 +223,8 @@ def test_full_sweep_is_one_jacobi_sweep_of_the_padded_levels(options):
     assert tri.triton.sweep_bytes(options.get("idx32", False)) > 0
     with pytest.raises(ValueError, match="power of two"):
         tri.triton.sweep(VX, OUT, arg, block=24)
+    with pytest.raises(ValueError, match="evict 'all'"):
+        tri.triton.sweep(VX, OUT, arg, evict="all")
+    launches = tri.triton._sweep_tables(block, options.get("unroll", True))
+    shapes = {(P.K, P.T) for P in pads}
+    assert len(launches) == (1 if options.get("unroll") is False else len({tri.triton._unrolled(*s) for s in shapes})) > 0

@@ -7,10 +7,11 @@ import triton.language as tl
 
 
 @triton.jit
-def add_transition(x, tptr, pptr, mask, VX, k, cols, cmask, GATHER: tl.constexpr):
-    """``x + p * VX[target]`` of one transition slot per row (``mask``: rows that have it)."""
-    tg = tl.load(tptr, mask=mask, other=0)
-    p = tl.load(pptr, mask=mask, other=0.0)
+def add_transition(x, tptr, pptr, mask, VX, k, cols, cmask, GATHER: tl.constexpr, EVICT: tl.constexpr):
+    """``x + p * VX[target]`` of one transition slot per row (``mask``: rows that have it);
+    ``EVICT``: the eviction policy of the streamed loads (``""``, ``"evict_first"``)."""
+    tg = tl.load(tptr, mask=mask, other=0, eviction_policy=EVICT)
+    p = tl.load(pptr, mask=mask, other=0.0, eviction_policy=EVICT)
     g = tl.load(VX + tg[:, None] * k + cols[None, :], mask=mask[:, None] & cmask[None, :], other=0.0, cache_modifier=GATHER)
     return x + p[:, None] * g
 
@@ -24,34 +25,35 @@ def pick(c, K, x, v, best_v, best_x, best_j):
 
 @triton.jit
 def choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg, optr, otarget, oprob, k,
-                 GATHER: tl.constexpr, TMAX: tl.constexpr):
+                 GATHER: tl.constexpr, TMAX: tl.constexpr, EVICT: tl.constexpr):
     """``(RR + sum_t p * VX[target]) / den`` of choice slot ``c`` of the rows (``rmask``), and
     its weighted value plus ``neg``; ``TMAX > 0``: the transition slots unrolled up to ``TMAX``
     (masked beyond ``T``), so their loads issue together; 0: a loop over ``T``."""
     local = rows.to(tl.int64) * K + c
     slot = s0 + local
     m2 = rmask[:, None] & cmask[None, :]
-    x = tl.load(RR + slot[:, None] * k + cols[None, :], mask=m2, other=0.0)
+    x = tl.load(RR + slot[:, None] * k + cols[None, :], mask=m2, other=0.0, eviction_policy=EVICT)
     tb = t0 + local * T
     if TMAX > 0:
         for t in tl.static_range(TMAX):
-            x = add_transition(x, target + tb + t, prob + tb + t, rmask & (t < T), VX, k, cols, cmask, GATHER)
+            x = add_transition(x, target + tb + t, prob + tb + t, rmask & (t < T), VX, k, cols, cmask, GATHER, EVICT)
     else:
         for t in range(T):
-            x = add_transition(x, target + tb + t, prob + tb + t, rmask, VX, k, cols, cmask, GATHER)
+            x = add_transition(x, target + tb + t, prob + tb + t, rmask, VX, k, cols, cmask, GATHER, EVICT)
     if om > 0:
         e0 = tl.load(optr + slot, mask=rmask, other=0)
         e1 = tl.load(optr + slot + 1, mask=rmask, other=0)
         for e in range(om):
-            x = add_transition(x, otarget + e0 + e, oprob + e0 + e, rmask & (e0 + e < e1), VX, k, cols, cmask, GATHER)
-    x = x / tl.load(den + slot, mask=rmask, other=1.0)[:, None]
-    v = tl.sum(tl.where((cols == 0)[None, :], x, 0.0), axis=1) + tl.load(neg + slot, mask=rmask, other=0.0)
+            x = add_transition(x, otarget + e0 + e, oprob + e0 + e, rmask & (e0 + e < e1), VX, k, cols, cmask, GATHER, EVICT)
+    x = x / tl.load(den + slot, mask=rmask, other=1.0, eviction_policy=EVICT)[:, None]
+    v = tl.sum(tl.where((cols == 0)[None, :], x, 0.0), axis=1) + tl.load(neg + slot, mask=rmask, other=0.0, eviction_policy=EVICT)
     return x, v
 
 
 @triton.jit
 def rows_block(rows, rmask, a, K, T, s0, t0, om, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
-               cols, cmask, KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr):
+               cols, cmask, KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr,
+               EVICT: tl.constexpr):
     """One block of a padded level's rows (``rmask``), read from ``VX``: the best choice slot's
     ``[v | x]`` into ``OUT`` (``VX`` itself in the level order), its index into ``arg`` (``K > 1``)."""
     best_v = tl.full((BLOCK,), float("-inf"), tl.float64)
@@ -60,12 +62,12 @@ def rows_block(rows, rmask, a, K, T, s0, t0, om, VX, OUT, target, prob, RR, den,
     if KMAX > 0:  # choice slots unrolled (masked beyond K): every slot's loads issue together
         for c in tl.static_range(KMAX):
             x, v = choice_value(c, rows, rmask & (c < K), cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
-                                optr, otarget, oprob, k, GATHER, TMAX)
+                                optr, otarget, oprob, k, GATHER, TMAX, EVICT)
             best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
     else:
         for c in range(K):
             x, v = choice_value(c, rows, rmask, cmask, cols, K, T, s0, t0, om, VX, target, prob, RR, den, neg,
-                                optr, otarget, oprob, k, GATHER, TMAX)
+                                optr, otarget, oprob, k, GATHER, TMAX, EVICT)
             best_v, best_x, best_j = pick(c, K, x, v, best_v, best_x, best_j)
     state = a + rows.to(tl.int64)
     tl.store(OUT + state[:, None] * k + cols[None, :], best_x, mask=rmask[:, None] & cmask[None, :])
@@ -74,7 +76,8 @@ def rows_block(rows, rmask, a, K, T, s0, t0, om, VX, OUT, target, prob, RR, den,
 
 @triton.jit(do_not_specialize=["L0", "L1", "k"])
 def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
-           KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr):
+           KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr,
+           EVICT: tl.constexpr):
     """Levels ``[L0, L1)`` in order, in place in ``VX`` (each program a strided share of a level's row blocks)."""
     pid = tl.program_id(0)
     nprog = tl.num_programs(0)
@@ -93,13 +96,14 @@ def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, opr
         for r0 in range(pid * BLOCK, n_l, nprog * BLOCK):
             rows = r0 + lanes
             rows_block(rows, rows < n_l, a, K, T, s0, t0, om, VX, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
-                       cols, cmask, KP, BLOCK, GATHER, KMAX, TMAX)
+                       cols, cmask, KP, BLOCK, GATHER, KMAX, TMAX, EVICT)
         tl.debug_barrier()
 
 
 @triton.jit(do_not_specialize=["k"])
 def sweep(table, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
-          KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr):
+          KP: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr,
+          EVICT: tl.constexpr):
     """One Jacobi Bellman sweep over every padded level at once: program ``i`` does row block
     ``table[i] = (level, first row)``, reading ``VX`` and writing ``OUT`` (no level order)."""
     pid = tl.program_id(0).to(tl.int64)
@@ -110,4 +114,5 @@ def sweep(table, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, 
     rows = r0 + tl.arange(0, BLOCK)
     cols = tl.arange(0, KP)
     rows_block(rows, rows < n_l, tl.load(d + 0), tl.load(d + 2), tl.load(d + 3), tl.load(d + 4), tl.load(d + 5), tl.load(d + 6),
-               VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k, cols, cols < k, KP, BLOCK, GATHER, KMAX, TMAX)
+               VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k, cols, cols < k, KP, BLOCK, GATHER, KMAX, TMAX,
+               EVICT)

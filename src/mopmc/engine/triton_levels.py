@@ -131,13 +131,14 @@ class TritonLevels:
     ``chain_rows``: levels of at most this many states go into chain launches (default
     :data:`CHAIN_ROWS`); ``block``: rows per program (default :func:`block_rows`); ``warps``:
     warps per program; ``stages``: Triton's ``num_stages`` (software pipelining); ``gather``: the
-    cache modifier of the gathers of ``[V | X]`` rows; ``unroll``: grid launches with a level's
-    choice and transition slots unrolled (a compiled variant per power of two of ``K`` and ``T``),
-    so that all their loads issue at once instead of a dependent pair per slot (not yet measured on
-    a GPU; the same arithmetic in the same order)."""
+    cache modifier of the gathers of ``[V | X]`` rows; ``unroll`` (default): grid launches with a
+    level's choice and transition slots unrolled (a compiled variant per power of two of ``K`` and
+    ``T``), so that all their loads issue at once instead of a dependent pair per slot (the same
+    arithmetic in the same order; 4-8 % faster per kernel call than the loops on an H200 for Models
+    A, B and SW2, ``benchmarks/results/gpu_check_cuda.csv``)."""
 
     def __init__(self, torch, padded, layout, device, k: int, chain_rows: int | None = None, block: int | None = None,
-                 warps: int = 8, stages: int | None = None, gather: str = ".cg", unroll: bool = False):
+                 warps: int = 8, stages: int | None = None, gather: str = ".cg", unroll: bool = True):
         levels = sorted(layout.levels.values(), key=lambda P: P.s0)
         self.row = {P.s0: i for i, P in enumerate(levels)}
         n_slots = len(layout.den)
@@ -183,7 +184,7 @@ class TritonLevels:
                 continue
             i, n_l = self.row[step.s0], step.b - step.a
             if n_l > self.chain_rows:
-                out.append(("grid", i, -(-n_l // self.BLOCK), *self._unrolled(step.K, step.T)))
+                out.append(("grid", i, -(-n_l // self.BLOCK), *(self._unrolled(step.K, step.T) if self.unroll else (0, 0))))
             elif out and out[-1][0] == "chain" and out[-1][2] == i:
                 out[-1] = ("chain", out[-1][1], i + 1)
             else:
@@ -191,10 +192,8 @@ class TritonLevels:
         return out
 
     def _unrolled(self, K: int, T: int) -> tuple[int, int]:
-        """``(KMAX, TMAX)`` of a grid launch: with ``unroll``, ``K`` and ``T`` rounded up to powers
-        of two (one compiled variant each), 0 (a loop) above :data:`UNROLL_MAX`."""
-        if not self.unroll:
-            return 0, 0
+        """``(KMAX, TMAX)`` of an unrolled launch: ``K`` and ``T`` rounded up to powers of two (one
+        compiled variant each), 0 (a loop) above :data:`UNROLL_MAX`."""
         return tuple(u if u <= UNROLL_MAX else 0 for u in (_pow2(K), _pow2(T)))
 
     def launch(self, VX, arg, L0: int, L1: int, programs: int, kmax: int = 0, tmax: int = 0) -> None:
@@ -202,37 +201,29 @@ class TritonLevels:
         with _LAUNCH:
             self.kernel[(programs,)](self.desc, L0, L1, VX, d.target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
                                      self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=self.BLOCK, GATHER=self.gather,
-                                     KMAX=kmax, TMAX=tmax, enable_fp_fusion=False, num_warps=self.warps,
+                                     KMAX=kmax, TMAX=tmax, EVICT="", enable_fp_fusion=False, num_warps=self.warps,
                                      **({} if self.stages is None else {"num_stages": self.stages}))
 
     def sweep(self, VX, OUT, arg, block: int | None = None, warps: int | None = None, unroll: bool | None = None,
-              idx32: bool = False) -> int:
-        """One Jacobi Bellman sweep over all padded levels in a single launch (no level order): each
-        padded state's best ``[v | x]`` from ``VX`` into ``OUT`` and its slot into ``arg``. The
-        bandwidth-bound unit of value iteration, measured against the memory floor by
-        ``benchmarks/gpu_check.py`` (the level order needs one launch per level instead).
-        ``block``, ``warps``, ``unroll``: as the level launches' (default: theirs); ``unroll``
-        unrolls to the largest ``K`` and ``T`` of any level; ``idx32``: the transition targets as
-        int32 (half their bytes; the model must have fewer than 2**31 states). Returns the number of
-        programs launched."""
+              idx32: bool = False, evict: str = "") -> int:
+        """One Jacobi Bellman sweep over all padded levels, no level order: each padded state's
+        best ``[v | x]`` from ``VX`` into ``OUT`` and its slot into ``arg``. The bandwidth-bound
+        unit of value iteration, measured against the memory floor by ``benchmarks/gpu_check.py``
+        (the level order needs a launch per level instead). One launch per level shape: with
+        ``unroll`` (default: as the level launches') levels are grouped by ``K`` and ``T`` rounded
+        up to powers of two, and each group's slots are unrolled to its own shape; without, one
+        launch with loops. ``block``, ``warps``: as the level launches' (default: theirs);
+        ``idx32``: the transition targets as int32 (half their bytes; fewer than 2**31 states);
+        ``evict``: the eviction policy of the streamed loads (``"evict_first"`` keeps L2 for the
+        gathers of ``[V | X]``). Returns the number of programs launched."""
         torch = self.padded.torch
         block = self.BLOCK if block is None else int(block)
         if block < 1 or block & (block - 1):
             raise ValueError(f"block {block}: rows per program must be a power of two")
-        table = self._tables.get(block)
-        if table is None:
-            pairs = [(i, r0) for i, P in enumerate(self._levels) for r0 in range(0, P.b - P.a, block)]
-            host = np.array(pairs, np.int64).reshape(-1, 2)
-            from mopmc.engine.torch_engine import to_device
-
-            table = self._tables[block] = to_device(torch, host, torch.int64, self.desc.device)
-        if not len(table):
-            return 0
-        kmax = tmax = 0
-        if self.unroll if unroll is None else unroll:
-            K = max(P.K for P in self._levels)
-            T = max(P.T for P in self._levels)
-            kmax, tmax = (u if u <= UNROLL_MAX else 0 for u in (_pow2(K), _pow2(T)))
+        if evict not in ("", "evict_first", "evict_last"):
+            raise ValueError(f"evict {evict!r}: use '', 'evict_first' or 'evict_last'")
+        unroll = self.unroll if unroll is None else bool(unroll)
+        groups = self._sweep_tables(block, unroll)
         target = self.padded.target
         if idx32:
             if self._target32 is None:
@@ -241,13 +232,31 @@ class TritonLevels:
                 self._target32 = target.to(torch.int32)
             target = self._target32
         d = self.padded
+        programs = 0
         with _LAUNCH:
-            self.kernels.sweep[(len(table),)](table, self.desc, VX, OUT, target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
-                                              self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=block, GATHER=self.gather,
-                                              KMAX=kmax, TMAX=tmax, enable_fp_fusion=False,
-                                              num_warps=self.warps if warps is None else int(warps),
-                                              **({} if self.stages is None else {"num_stages": self.stages}))
-        return len(table)
+            for (kmax, tmax), table in groups:
+                self.kernels.sweep[(len(table),)](table, self.desc, VX, OUT, target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
+                                                  self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=block, GATHER=self.gather,
+                                                  KMAX=kmax, TMAX=tmax, EVICT=evict, enable_fp_fusion=False,
+                                                  num_warps=self.warps if warps is None else int(warps),
+                                                  **({} if self.stages is None else {"num_stages": self.stages}))
+                programs += len(table)
+        return programs
+
+    def _sweep_tables(self, block: int, unroll: bool) -> list:
+        """``[((KMAX, TMAX), table)]``: per launch, the device table of its programs' ``(level, first row)``."""
+        key = (block, unroll)
+        if key not in self._tables:
+            from mopmc.engine.torch_engine import to_device
+
+            groups: dict = {}
+            for i, P in enumerate(self._levels):
+                shape = self._unrolled(P.K, P.T) if unroll else (0, 0)
+                groups.setdefault(shape, []).extend((i, r0) for r0 in range(0, P.b - P.a, block))
+            torch = self.padded.torch
+            self._tables[key] = [(shape, to_device(torch, np.array(pairs, np.int64), torch.int64, self.desc.device))
+                                 for shape, pairs in sorted(groups.items()) if pairs]
+        return self._tables[key]
 
     def sweep_bytes(self, idx32: bool = False) -> int:
         """Bytes one :meth:`sweep` streams at least: every transition slot's target and probability,
