@@ -356,7 +356,10 @@ def cli_convex(path: Path, props: str, device: str) -> list[dict]:
         res = subprocess.run(cmd, capture_output=True, text=True)
         seconds = time.perf_counter() - t
         if res.returncode != 0:
-            rows.append({"case": f"{path.stem}: mopmc convex --engine {engine}", "result": f"ERROR {res.stderr.strip()[-250:]}"})
+            lines = res.stderr.strip().splitlines() or ["(no stderr)"]
+            named = [line for line in lines if "Error" in line or "error:" in line]
+            rows.append({"case": f"{path.stem}: mopmc convex --engine {engine}", "result": f"ERROR {(named or lines)[-1][:250]} (exit {res.returncode})"})
+            print(res.stderr[-3000:], file=sys.stderr)
             continue
         out = json.loads(res.stdout)
         again = " again: Triton's cache warm" if engine == "torch" and "torch" in got else ""

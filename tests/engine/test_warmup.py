@@ -36,3 +36,15 @@ def test_load_with_warm_up_gives_the_same_model():
     for t in threads:
         t.join(timeout=120)
         assert not t.is_alive()
+
+
+def test_a_torch_warm_up_is_done_before_the_load_returns():
+    """The warm-up's device work (CUDA graph captures among it) must never overlap the real
+    query's: with the torch engine the load waits for it."""
+    pytest.importorskip("torch")
+    import threading
+
+    text = 'multi(P>=0.5 [F "goal"], P<=0.2 [F "hazard"])'
+    warmed = load(files.robot, properties=text, warm="convex", warm_engine="torch", warm_device="cpu")
+    assert "warm_wait" in warmed.timings
+    assert not any(t.name == "mopmc-warmup" and t.is_alive() for t in threading.enumerate())
