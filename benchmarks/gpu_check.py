@@ -143,11 +143,15 @@ def full_sweep(engine, floor: float, repeat: int = 5) -> dict:
     return {"seconds": best, "floor_s": once / floor}
 
 
-#: launch shapes of the Triton full sweep (rows per program, warps, int32 targets, unrolled slots)
+#: launch shapes of the Triton full sweep (rows per program, warps, int32 targets, unrolled slots,
+#: eviction policy, the flat kernel's lanes per program)
 SWEEPS = [{"unroll": False}, {"unroll": False, "block": 128, "warps": 4}, {}, {"block": 64}, {"block": 64, "warps": 4},
           {"block": 128, "warps": 4}, {"block": 128, "warps": 2}, {"block": 256, "warps": 4}, {"block": 256, "warps": 8},
           {"block": 128, "warps": 4, "evict": "evict_first"}, {"block": 128, "warps": 4, "idx32": True},
-          {"block": 64, "warps": 4, "evict": "evict_first", "idx32": True}]
+          {"block": 64, "warps": 4, "evict": "evict_first", "idx32": True},
+          # the flat kernel (a lane per row and column, no padded columns): not yet measured
+          {"lanes": 128, "warps": 4}, {"lanes": 256, "warps": 4}, {"lanes": 256, "warps": 8}, {"lanes": 512, "warps": 8},
+          {"lanes": 1024, "warps": 8}, {"lanes": 512, "warps": 4}]
 
 
 def gpu_time(fn, device, reps: int = 20, rounds: int = 3) -> float:
@@ -207,11 +211,12 @@ def triton_full_sweep(name, model, m, engine, floor, csr_floor_s, shapes=None) -
 
 
 def launches(engine) -> str:
-    """How the Triton kernel runs the levels: chain and grid launches per call."""
+    """How the Triton kernel runs the levels: chain, grid and flat launches per call."""
     if engine.triton is None:
         return ""
     kinds = [step[0] for r in engine.runs for step in r.launches]
-    return f", {kinds.count('chain')} chain + {kinds.count('grid')} grid launches"
+    flat = f" + {kinds.count('flat')} flat" if "flat" in kinds else ""
+    return f", {kinds.count('chain')} chain + {kinds.count('grid')} grid{flat} launches"
 
 
 def time_kernel(engine, w, device, repeat: int = 3) -> float:
@@ -266,7 +271,8 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     if gpu.kernels == "triton":  # the torch form of the padded levels, and other launch shapes of the Triton kernel
         variants += [("torch ops", {"kernels": "torch"}), ("triton, slot loops (not unrolled)", {"triton": {"unroll": False}}),
                      ("triton, chains up to 256 rows", {"triton": {"chain_rows": 256}}),
-                     ("triton, 64-row programs", {"triton": {"block": 64}}), ("triton, 16-row programs", {"triton": {"block": 16}})]
+                     ("triton, 64-row programs", {"triton": {"block": 64}}), ("triton, 16-row programs", {"triton": {"block": 16}}),
+                     ("triton, flat 256 lanes", {"triton": {"lanes": 256}}), ("triton, flat 128 lanes x 4 warps", {"triton": {"lanes": 128, "warps": 4}})]
     for label, options in variants:
         try:
             other = TorchEngine(model, objs, device, engine=cpu, **options)
@@ -290,7 +296,8 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
         rows.append({"case": f"{name}: one full Bellman sweep", "result": f"ERROR {type(exc).__name__}: {exc}"[:300]})
         fs = None
     if gpu.triton is not None:
-        shapes = SWEEPS if name.startswith("Model A") else SWEEPS[:2] + [{"block": 128, "warps": 4}, {"block": 128, "warps": 4, "evict": "evict_first"}]
+        shapes = SWEEPS if name.startswith("Model A") else [{}, {"unroll": False, "block": 128, "warps": 4}, {"lanes": 256, "warps": 4},
+                                                            {"lanes": 512, "warps": 8}]
         rows += triton_full_sweep(name, model, len(objs), gpu, floor, fs["floor_s"] if fs else None, shapes)
     for kind in kinds:
         def run(oracle):
@@ -431,9 +438,10 @@ def sw2_case(n: int):
 
 
 #: Triton kernel options tried on Model B (equality: the weighted value rounds as the CPU engine's, so ties break alike)
-PROBES = [{}, {"unroll": False}, {"block": 16, "warps": 4}, {"block": 16, "warps": 4, "chain_rows": 1024}]
+PROBES = [{}, {"unroll": False}, {"block": 16, "warps": 4}, {"block": 16, "warps": 4, "chain_rows": 1024}, {"lanes": 256}, {"lanes": 512}]
 #: and on SW2 and Model A (launch shapes for time, each checked for equality too)
-SHAPES = [{}, {"unroll": False}, {"block": 64}, {"warps": 4}, {"unroll": False, "warps": 4}, {"chain_rows": 256}, {"block": 16}]
+SHAPES = [{}, {"unroll": False}, {"block": 64}, {"warps": 4}, {"unroll": False, "warps": 4}, {"chain_rows": 256}, {"block": 16},
+          {"lanes": 256}, {"lanes": 128, "warps": 4}, {"lanes": 512}, {"lanes": 64, "warps": 2}]
 
 
 def triton_sweep(device: str, quick: bool) -> list[dict]:

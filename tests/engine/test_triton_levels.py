@@ -41,20 +41,22 @@ def _launch_kinds(engine) -> list[str]:
     return [step[0] for run in engine.runs for step in run.launches]
 
 
-@pytest.mark.parametrize("chain_rows, unroll", [(1024, False), (8, False), (8, True)])
-def test_layered_model_equals_cpu_engine_chain_and_grid(chain_rows, unroll):
+@pytest.mark.parametrize("chain_rows, unroll, lanes", [(1024, False, None), (8, False, None), (8, True, None), (8, True, 16)])
+def test_layered_model_equals_cpu_engine_chain_and_grid(chain_rows, unroll, lanes):
     model = _layered(np.random.default_rng(5))
     objs = total_objectives(2, ["max", "min"])
     eng = Engine(model, objs, renumber="always")
-    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"chain_rows": chain_rows, "block": 16, "unroll": unroll})
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton",
+                      triton={"chain_rows": chain_rows, "block": 16, "unroll": unroll, "lanes": lanes})
+    grid = "flat" if lanes else "grid"
     if unroll:
-        shapes = {step[3:] for run in tri.runs for step in run.launches if step[0] == "grid"}
+        shapes = {step[3:] for run in tri.runs for step in run.launches if step[0] == grid}
         assert shapes and all(kmax > 0 and tmax > 0 for kmax, tmax in shapes) and len(shapes) > 1
     ops = TorchEngine(model, objs, DEVICE, engine=eng, kernels="torch")
     assert tri.kernels == "triton" and tri.triton is not None
     kinds = _launch_kinds(tri)
     assert "level" in kinds, "the 150-choice level stays in CSR form between the padded ones"
-    assert ("grid" in kinds) == (chain_rows == 8) and "chain" in kinds
+    assert (grid in kinds) == (chain_rows == 8) and "chain" in kinds
     pads = [P for kind, P in tri.level_steps if kind == "pad"]
     assert any(P.K > 1 for P in pads) and any(P.o1 > P.o0 for P in pads) and any(P.T > 1 for P in pads)
     for w in ([1.0, 0.0], [0.0, 1.0], [1.0, 0.5], [0.3, -1.0]):
@@ -73,7 +75,10 @@ def test_random_mdps_equal_cpu_engine(model, data):
     senses = data.draw(st.lists(st.sampled_from(["min", "max"]), min_size=m, max_size=m))
     w = np.array(data.draw(st.lists(st.sampled_from([0.0, 0.25, 1.0, 2.0, -0.5]), min_size=m, max_size=m)))
     chain_rows = data.draw(st.sampled_from([0, 2, 1024]))
-    options = {"chain_rows": chain_rows, "block": 16, "unroll": data.draw(st.booleans())}
+    options = {"chain_rows": chain_rows, "block": 16, "unroll": data.draw(st.booleans()), "lanes": None}
+    rows = data.draw(st.sampled_from([0, 1, 3]))  # the flat kernel with lanes for about this many rows (0: off)
+    if rows:
+        options["lanes"] = tl._pow2(rows * (m + 1))
     _compare(model, total_objectives(m, senses), w, DEVICE, kernels="triton", triton=options)
 
 
@@ -149,8 +154,8 @@ def test_a_kernel_that_fails_falls_back_to_torch_operations(monkeypatch):
         TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton")
 
 
-@pytest.mark.parametrize("unroll", [False, True])
-def test_ties_break_as_in_the_cpu_engine(unroll):
+@pytest.mark.parametrize("unroll, lanes", [(False, None), (True, None), (True, 32)])
+def test_ties_break_as_in_the_cpu_engine(unroll, lanes):
     """Every state has two choices of equal weighted value under w = (1, 1) (rewards (a, b) and
     (b, a), the same successors in another order); the kernel rounds the weighted value as the CPU
     engine does, so it picks the same choices and returns the same objective values."""
@@ -181,7 +186,8 @@ def test_ties_break_as_in_the_cpu_engine(unroll):
     model = SparseMDP.from_arrays(rg, ip, tg, np.array(pr), 0, rewards={"r0": np.array(r0), "r1": np.array(r1)})
     objs = total_objectives(2, ["max", "max"])
     eng = Engine(model, objs, renumber="always")
-    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"unroll": unroll})
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"unroll": unroll, "lanes": lanes})
+    assert ("flat" in _launch_kinds(tri)) == bool(lanes)
     for w in ([1.0, 1.0], [0.5, 0.5], [1.0, 0.0]):
         ref, res = eng.optimise(w), tri.optimise(w)
         assert np.array_equal(res.policy, ref.policy)
@@ -199,7 +205,8 @@ def _jacobi_reference(tri, VX):
     return out, arg
 
 
-@pytest.mark.parametrize("options", [{}, {"block": 8, "unroll": False}, {"block": 64, "idx32": True, "evict": "evict_first"}])
+@pytest.mark.parametrize("options", [{}, {"block": 8, "unroll": False}, {"block": 64, "idx32": True, "evict": "evict_first"},
+                                     {"lanes": 16}, {"lanes": 64, "idx32": True}])
 def test_full_sweep_is_one_jacobi_sweep_of_the_padded_levels(options):
     model = _layered(np.random.default_rng(7))
     objs = total_objectives(2, ["max", "min"])
@@ -214,7 +221,7 @@ def test_full_sweep_is_one_jacobi_sweep_of_the_padded_levels(options):
     OUT = VX.clone()
     arg = torch.zeros_like(ref_arg)
     programs = tri.triton.sweep(VX, OUT, arg, **options)
-    block = options.get("block", 16)
+    block = options.get("lanes", 0) // tri.VX.shape[1] or options.get("block", 16)  # rows per program
     assert programs == sum(-(-(P.b - P.a) // block) for P in pads)
     assert torch.allclose(OUT, ref, rtol=1e-13, atol=1e-13)
     picked = np.concatenate([np.arange(P.a, P.b) for P in pads if P.K > 1])
@@ -225,6 +232,32 @@ def test_full_sweep_is_one_jacobi_sweep_of_the_padded_levels(options):
         tri.triton.sweep(VX, OUT, arg, block=24)
     with pytest.raises(ValueError, match="evict 'all'"):
         tri.triton.sweep(VX, OUT, arg, evict="all")
+    with pytest.raises(ValueError, match="lanes 2"):
+        tri.triton.sweep(VX, OUT, arg, lanes=2)
+    if "lanes" in options:  # the flat kernel: bit for bit the tile kernel's result
+        TILE = VX.clone()
+        tile_arg = torch.zeros_like(ref_arg)
+        tri.triton.sweep(VX, TILE, tile_arg)
+        assert torch.equal(OUT, TILE) and torch.equal(arg[picked], tile_arg[picked])
+        return
     launches = tri.triton._sweep_tables(block, options.get("unroll", True))
     shapes = {(P.K, P.T) for P in pads}
     assert len(launches) == (1 if options.get("unroll") is False else len({tri.triton._unrolled(*s) for s in shapes})) > 0
+
+
+def test_flat_sweep_leaves_shapes_it_cannot_unroll_to_the_tile_kernel(monkeypatch):
+    model = _layered(np.random.default_rng(8), layers=6, width=24)
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+    tri = TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton={"chain_rows": 8, "block": 16})
+    tri.optimise([0.5, 1.0])
+    unrolled = tri.triton._unrolled  # as if T = 2 were beyond UNROLL_MAX: those levels loop
+    monkeypatch.setattr(tri.triton, "_unrolled", lambda K, T: (0, 0) if T > 1 else unrolled(K, T))
+    shapes = {tri.triton._unrolled(P.K, P.T) for P in tri.padded.levels.values()}
+    assert any(0 not in s for s in shapes) and any(0 in s for s in shapes), shapes
+    VX = torch.rand(tuple(tri.VX.shape), dtype=torch.float64, device=tri.VX.device)
+    VX[-1] = 0.0
+    ref, ref_arg = _jacobi_reference(tri, VX)
+    OUT, arg = VX.clone(), torch.zeros_like(ref_arg)
+    tri.triton.sweep(VX, OUT, arg, lanes=32)
+    assert torch.allclose(OUT, ref, rtol=1e-13, atol=1e-13)

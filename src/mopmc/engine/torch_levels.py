@@ -158,7 +158,7 @@ class LevelRun:
         self.error: str | None = None
         self.calls = 0
         #: the steps as run: with the Triton kernel (set by the engine once the run is complete)
-        #: padded levels become ``("grid", L, programs, KMAX, TMAX)`` or ``("chain", L0, L1)`` launches
+        #: padded levels become ``("grid" | "flat", L, programs, KMAX, TMAX)`` or ``("chain", L0, L1)`` launches
         #: (:meth:`mopmc.engine.triton_levels.TritonLevels.launches`)
         self.launches: list | None = None
 
@@ -171,6 +171,8 @@ class LevelRun:
                 eng.triton.launch(eng.VX, eng.arg, step[0], step[1], 1)
             elif kind == "grid":
                 eng.triton.launch(eng.VX, eng.arg, step[0], step[0] + 1, *step[1:])
+            elif kind == "flat":
+                eng.triton.launch_flat(eng.VX, eng.arg, *step)
             else:
                 eng._level(step[0], eng.rho, eng.VX, eng.choice)
 

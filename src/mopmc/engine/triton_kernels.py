@@ -116,3 +116,94 @@ def sweep(table, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, 
     rows_block(rows, rows < n_l, tl.load(d + 0), tl.load(d + 2), tl.load(d + 3), tl.load(d + 4), tl.load(d + 5), tl.load(d + 6),
                VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k, cols, cols < k, KP, BLOCK, GATHER, KMAX, TMAX,
                EVICT)
+
+
+@triton.jit
+def flat_choice(c, rows, rmask, col, K, T, s0, t0, om, VX, target, prob, RR, den, neg, optr, otarget, oprob, k,
+                GATHER: tl.constexpr, TMAX: tl.constexpr, EVICT: tl.constexpr, WEIGHED: tl.constexpr):
+    """A lane's column ``col`` of choice slot ``c`` of its row, ``(RR + sum_t p * VX[target]) / den``,
+    and (``WEIGHED``: the rows have more than one choice) the row's weighted value plus ``neg``,
+    which each of the row's lanes computes itself in the same order as :func:`choice_value`."""
+    local = rows.to(tl.int64) * K + c
+    slot = s0 + local
+    x = tl.load(RR + slot * k + col, mask=rmask, other=0.0, eviction_policy=EVICT)
+    x0 = x
+    if WEIGHED:
+        x0 = tl.load(RR + slot * k, mask=rmask, other=0.0, eviction_policy=EVICT)
+    tb = t0 + local * T
+    for t in tl.static_range(TMAX):
+        m = rmask & (t < T)
+        tg = tl.load(target + tb + t, mask=m, other=0, eviction_policy=EVICT)
+        p = tl.load(prob + tb + t, mask=m, other=0.0, eviction_policy=EVICT)
+        x = x + p * tl.load(VX + tg * k + col, mask=m, other=0.0, cache_modifier=GATHER)
+        if WEIGHED:
+            x0 = x0 + p * tl.load(VX + tg * k, mask=m, other=0.0, cache_modifier=GATHER)
+    if om > 0:
+        e0 = tl.load(optr + slot, mask=rmask, other=0)
+        e1 = tl.load(optr + slot + 1, mask=rmask, other=0)
+        for e in range(om):
+            m = rmask & (e0 + e < e1)
+            tg = tl.load(otarget + e0 + e, mask=m, other=0)
+            p = tl.load(oprob + e0 + e, mask=m, other=0.0)
+            x = x + p * tl.load(VX + tg * k + col, mask=m, other=0.0, cache_modifier=GATHER)
+            if WEIGHED:
+                x0 = x0 + p * tl.load(VX + tg * k, mask=m, other=0.0, cache_modifier=GATHER)
+    d = tl.load(den + slot, mask=rmask, other=1.0, eviction_policy=EVICT)
+    x = x / d
+    v = x
+    if WEIGHED:
+        v = x0 / d + tl.load(neg + slot, mask=rmask, other=0.0, eviction_policy=EVICT)
+    return x, v
+
+
+@triton.jit
+def flat_block(L, r0, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+               LANES: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr, EVICT: tl.constexpr):
+    """Rows ``r0 ..`` of level ``L``, one lane per (row, column): ``LANES // k`` rows with no padded
+    columns, a row's ``k`` lanes reading its ``k`` values side by side; every slot unrolled
+    (``KMAX``, ``TMAX`` > 0, masked beyond the level's ``K`` and ``T``); each of a row's lanes
+    picks the row's choice alike. Reads ``VX``, writes ``OUT`` (``VX`` itself in the level order)."""
+    d = desc + L * 8
+    a = tl.load(d + 0)
+    n_l = tl.load(d + 1)
+    K = tl.load(d + 2)
+    T = tl.load(d + 3)
+    s0 = tl.load(d + 4)
+    t0 = tl.load(d + 5)
+    om = tl.load(d + 6)
+    lane = tl.arange(0, LANES)
+    per = LANES // k
+    rows = r0 + lane // k
+    col = lane % k
+    rmask = (lane < per * k) & (rows < n_l)
+    best_v = tl.full((LANES,), float("-inf"), tl.float64)
+    best_x = tl.zeros((LANES,), tl.float64)
+    best_j = tl.zeros((LANES,), tl.int64)
+    for c in tl.static_range(KMAX):
+        x, v = flat_choice(c, rows, rmask & (c < K), col, K, T, s0, t0, om, VX, target, prob, RR, den, neg, optr, otarget, oprob, k,
+                           GATHER, TMAX, EVICT, KMAX > 1)
+        better = ((v > best_v) | (c == 0)) & (c < K)  # the first maximum, as pick
+        best_v = tl.where(better, v, best_v)
+        best_x = tl.where(better, x, best_x)
+        best_j = tl.where(better, c, best_j)
+    state = a + rows.to(tl.int64)
+    tl.store(OUT + state * k + col, best_x, mask=rmask)
+    tl.store(arg + state, best_j, mask=rmask & (col == 0) & (K > 1))
+
+
+@triton.jit(do_not_specialize=["k"])
+def sweep_flat(table, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+               LANES: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr, EVICT: tl.constexpr):
+    """:func:`sweep` by :func:`flat_block`: program ``i`` does ``table[i] = (level, first row)``."""
+    pid = tl.program_id(0).to(tl.int64)
+    flat_block(tl.load(table + 2 * pid), tl.load(table + 2 * pid + 1), desc, VX, OUT, target, prob, RR, den, neg, arg, optr,
+               otarget, oprob, k, LANES, GATHER, KMAX, TMAX, EVICT)
+
+
+@triton.jit(do_not_specialize=["L", "k"])
+def level_flat(desc, L, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+               LANES: tl.constexpr, GATHER: tl.constexpr, KMAX: tl.constexpr, TMAX: tl.constexpr, EVICT: tl.constexpr):
+    """Level ``L`` in place by :func:`flat_block`, ``LANES // k`` rows per program."""
+    pid = tl.program_id(0).to(tl.int64)
+    flat_block(L, pid * (LANES // k), desc, VX, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
+               LANES, GATHER, KMAX, TMAX, EVICT)

@@ -140,10 +140,14 @@ class TritonLevels:
     level's choice and transition slots unrolled (a compiled variant per power of two of ``K`` and
     ``T``), so that all their loads issue at once instead of a dependent pair per slot (the same
     arithmetic in the same order; 4-9 % faster per kernel call than the loops on an H200 for Models
-    A, B and SW2, ``benchmarks/results/gpu_check_cuda.csv`` and ``gpu_check_cuda_unrolled.csv``)."""
+    A, B and SW2, ``benchmarks/results/gpu_check_cuda.csv`` and ``gpu_check_cuda_unrolled.csv``);
+    ``lanes`` (a power of two >= ``k``; default off): grid launches by the flat kernel
+    (``triton_kernels.level_flat``: one lane per row and column, ``lanes // k`` rows per program,
+    no padded columns) where a level's slots unroll; the same arithmetic in the same order; not yet
+    measured on a GPU."""
 
     def __init__(self, torch, padded, layout, device, k: int, chain_rows: int | None = None, block: int | None = None,
-                 warps: int = 8, stages: int | None = None, gather: str = ".cg", unroll: bool = True):
+                 warps: int = 8, stages: int | None = None, gather: str = ".cg", unroll: bool = True, lanes: int | None = None):
         levels = sorted(layout.levels.values(), key=lambda P: P.s0)
         self.row = {P.s0: i for i, P in enumerate(levels)}
         n_slots = len(layout.den)
@@ -172,6 +176,9 @@ class TritonLevels:
         self.warps = int(warps)
         self.stages = stages
         self.unroll = bool(unroll)
+        if lanes is not None and (lanes < self.k or lanes & (lanes - 1)):
+            raise ValueError(f"lanes {lanes}: must be a power of two of at least k = {self.k} (columns)")
+        self.lanes = None if lanes is None else int(lanes)
         self.gather = gather
         self.kernels = _kernel()
         self.kernel = self.kernels.levels
@@ -181,15 +188,19 @@ class TritonLevels:
 
     def launches(self, steps: list) -> list:
         """A run's steps with its padded levels grouped: ``("chain", L0, L1)`` for consecutive small
-        levels, ``("grid", L, programs, KMAX, TMAX)`` for a large one; other steps pass through."""
+        levels, ``("grid", L, programs, KMAX, TMAX)`` for a large one (``"flat"`` with ``lanes``);
+        other steps pass through."""
         out: list = []
         for kind, step in steps:
             if kind != "pad":
                 out.append((kind, step))
                 continue
             i, n_l = self.row[step.s0], step.b - step.a
-            if n_l > self.chain_rows:
-                out.append(("grid", i, -(-n_l // self.BLOCK), *(self._unrolled(step.K, step.T) if self.unroll else (0, 0))))
+            shape = self._unrolled(step.K, step.T) if self.unroll or self.lanes else (0, 0)
+            if n_l > self.chain_rows and self.lanes and 0 not in shape:
+                out.append(("flat", i, -(-n_l // (self.lanes // self.k)), *shape))
+            elif n_l > self.chain_rows:
+                out.append(("grid", i, -(-n_l // self.BLOCK), *(shape if self.unroll else (0, 0))))
             elif out and out[-1][0] == "chain" and out[-1][2] == i:
                 out[-1] = ("chain", out[-1][1], i + 1)
             else:
@@ -209,8 +220,17 @@ class TritonLevels:
                                      KMAX=kmax, TMAX=tmax, EVICT="", enable_fp_fusion=False, num_warps=self.warps,
                                      **({} if self.stages is None else {"num_stages": self.stages}))
 
+    def launch_flat(self, VX, arg, L: int, programs: int, kmax: int, tmax: int) -> None:
+        """Level ``L`` in place by the flat kernel (``programs`` of ``lanes // k`` rows)."""
+        d = self.padded
+        with _LAUNCH:
+            self.kernels.level_flat[(programs,)](self.desc, L, VX, d.target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
+                                                 self.otarget, self.oprob, self.k, LANES=self.lanes, GATHER=self.gather,
+                                                 KMAX=kmax, TMAX=tmax, EVICT="", enable_fp_fusion=False, num_warps=self.warps,
+                                                 **({} if self.stages is None else {"num_stages": self.stages}))
+
     def sweep(self, VX, OUT, arg, block: int | None = None, warps: int | None = None, unroll: bool | None = None,
-              idx32: bool = False, evict: str = "") -> int:
+              idx32: bool = False, evict: str = "", lanes: int | None = None) -> int:
         """One Jacobi Bellman sweep over all padded levels, no level order: each padded state's
         best ``[v | x]`` from ``VX`` into ``OUT`` and its slot into ``arg``. The bandwidth-bound
         unit of value iteration, measured against the memory floor by ``benchmarks/gpu_check.py``
@@ -220,8 +240,11 @@ class TritonLevels:
         launch with loops. ``block``, ``warps``: as the level launches' (default: theirs);
         ``idx32``: the transition targets as int32 (half their bytes; fewer than 2**31 states);
         ``evict``: the eviction policy of the streamed loads (``"evict_first"``, meant to keep L2
-        for the gathers of ``[V | X]``, measured slower on an H200). Returns the number of programs
-        launched. On the H200 the default shape sweeps Model A n=200 in 0.26 ms, 2.7x the time to
+        for the gathers of ``[V | X]``, measured slower on an H200); ``lanes`` (a power of two >=
+        ``k``): the flat kernel instead (``triton_kernels.sweep_flat``: one lane per row and
+        column, ``lanes // k`` rows per program, no padded columns; slots always unrolled, levels
+        with ``K`` or ``T`` above :data:`UNROLL_MAX` by the tile kernel; not yet measured on a GPU).
+        Returns the number of programs launched. On the H200 the default shape sweeps Model A n=200 in 0.26 ms, 2.7x the time to
         stream its CSR arrays once (cuSPARSE: 8x; ``benchmarks/results/gpu_check_cuda_unrolled.csv``)."""
         torch = self.padded.torch
         block = self.BLOCK if block is None else int(block)
@@ -230,28 +253,37 @@ class TritonLevels:
         if evict not in ("", "evict_first", "evict_last"):
             raise ValueError(f"evict {evict!r}: use '', 'evict_first' or 'evict_last'")
         unroll = self.unroll if unroll is None else bool(unroll)
-        groups = self._sweep_tables(block, unroll)
+        groups = [(shape, table, False) for shape, table in self._sweep_tables(block, unroll)]
+        if lanes is not None:
+            if lanes < self.k or lanes & (lanes - 1):
+                raise ValueError(f"lanes {lanes}: must be a power of two of at least k = {self.k} (columns)")
+            flat = [(shape, table, True) for shape, table in self._sweep_tables(lanes // self.k, True) if 0 not in shape]
+            groups = flat + [(shape, table, False) for shape, table in self._sweep_tables(block, True) if 0 in shape]
         target = self.padded.target
         if idx32:
             if self._target32 is None:
-                if VX.shape[0] >= 2**31:
-                    raise ValueError("idx32: the model has 2**31 states or more")
+                if VX.numel() >= 2**31:
+                    raise ValueError("idx32: [V | X] has 2**31 values or more (int32 offsets would overflow)")
                 self._target32 = target.to(torch.int32)
             target = self._target32
         d = self.padded
         programs = 0
         with _LAUNCH:
-            for (kmax, tmax), table in groups:
-                self.kernels.sweep[(len(table),)](table, self.desc, VX, OUT, target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
-                                                  self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=block, GATHER=self.gather,
-                                                  KMAX=kmax, TMAX=tmax, EVICT=evict, enable_fp_fusion=False,
-                                                  num_warps=self.warps if warps is None else int(warps),
-                                                  **({} if self.stages is None else {"num_stages": self.stages}))
+            for (kmax, tmax), table, flat in groups:
+                args = (table, self.desc, VX, OUT, target, d.prob, d.RR, d.den, d.neg, arg, self.optr, self.otarget, self.oprob, self.k)
+                options = {"GATHER": self.gather, "KMAX": kmax, "TMAX": tmax, "EVICT": evict, "enable_fp_fusion": False,
+                           "num_warps": self.warps if warps is None else int(warps),
+                           **({} if self.stages is None else {"num_stages": self.stages})}
+                if flat:
+                    self.kernels.sweep_flat[(len(table),)](*args, LANES=int(lanes), **options)
+                else:
+                    self.kernels.sweep[(len(table),)](*args, KP=self.KP, BLOCK=block, **options)
                 programs += len(table)
         return programs
 
     def _sweep_tables(self, block: int, unroll: bool) -> list:
-        """``[((KMAX, TMAX), table)]``: per launch, the device table of its programs' ``(level, first row)``."""
+        """``[((KMAX, TMAX), table)]``: per launch, the device table of its programs' ``(level, first
+        row)``, ``block`` rows per program (any positive number: the flat kernel's ``lanes // k``)."""
         key = (block, unroll)
         if key not in self._tables:
             from mopmc.engine.torch_engine import to_device
