@@ -154,6 +154,42 @@ def test_a_kernel_that_fails_falls_back_to_torch_operations(monkeypatch):
         TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton")
 
 
+@pytest.mark.parametrize("lanes", [None, 16])
+def test_a_variant_that_fails_to_compile_falls_back_before_the_first_query(monkeypatch, lanes):
+    """Every variant the runs use (unrolled shapes, flat launches) is compiled and run once when
+    the engine starts: one that fails falls back to torch operations then, not at a query."""
+    model = _layered(np.random.default_rng(2), layers=7, width=20)
+    objs = total_objectives(2, ["max", "min"])
+    eng = Engine(model, objs, renumber="always")
+    launch, launch_flat = tl.TritonLevels.launch, tl.TritonLevels.launch_flat
+
+    def unrolled_broken(self, VX, arg, L0, L1, programs, kmax=0, tmax=0):
+        if kmax:
+            raise RuntimeError("PTX assembly aborted")
+        return launch(self, VX, arg, L0, L1, programs, kmax, tmax)
+
+    def flat_broken(self, *args):
+        raise RuntimeError("out of resources: shared memory")
+
+    monkeypatch.setattr(tl.TritonLevels, "launch", unrolled_broken)
+    monkeypatch.setattr(tl.TritonLevels, "launch_flat", flat_broken)
+    monkeypatch.setattr(tl, "available", lambda device: None)  # as on CUDA: triton is the default
+    monkeypatch.setattr(TorchEngine, "_kernels", lambda self, k: ("triton", None) if k is None else (k, None))
+    options = {"chain_rows": 8, "lanes": lanes}
+    gpu = TorchEngine(model, objs, DEVICE, engine=eng, triton=options)
+    assert gpu.kernels == "torch" and gpu.triton is None and all(run.launches is None for run in gpu.runs)
+    assert ("out of resources" if lanes else "PTX assembly aborted") in gpu.kernels_note and "variant" in gpu.kernels_note
+    ref = eng.optimise([1.0, 0.5])
+    assert close(gpu.optimise([1.0, 0.5]).values, ref.values)
+    with pytest.raises(DependencyError, match="variant"):
+        TorchEngine(model, objs, DEVICE, engine=eng, kernels="triton", triton=options)
+    monkeypatch.setattr(tl.TritonLevels, "launch", launch)
+    monkeypatch.setattr(tl.TritonLevels, "launch_flat", launch_flat)
+    fine = TorchEngine(model, objs, DEVICE, engine=eng, triton=options)
+    assert fine.kernels == "triton" and fine.kernels_note is None
+    assert close(fine.optimise([1.0, 0.5]).values, ref.values)
+
+
 @pytest.mark.parametrize("unroll, lanes", [(False, None), (True, None), (True, 32)])
 def test_ties_break_as_in_the_cpu_engine(unroll, lanes):
     """Every state has two choices of equal weighted value under w = (1, 1) (rewards (a, b) and

@@ -325,6 +325,36 @@ class TorchEngine:
         if self.triton is not None:
             for run in self.runs:
                 run.launches = self.triton.launches(run.steps)
+            self._probe_variants()
+
+    def _probe_variants(self) -> None:
+        """Compile and run once every kernel variant the runs use (chain, grid and flat launches per
+        unrolled shape), on its first level (overwritten by every direction): a variant that fails
+        to compile falls back to torch operations here, as in :meth:`_start_triton`, instead of
+        failing the first query."""
+        seen = set()
+        try:
+            for run in self.runs:
+                for kind, *step in run.launches:
+                    variant = (kind, *step[2:]) if kind in ("grid", "flat") else (kind,)
+                    if kind not in ("chain", "grid", "flat") or variant in seen:
+                        continue
+                    seen.add(variant)
+                    if kind == "chain":
+                        self.triton.launch(self.VX, self.arg, step[0], step[0] + 1, 1)
+                    elif kind == "grid":
+                        self.triton.launch(self.VX, self.arg, step[0], step[0] + 1, *step[1:])
+                    else:
+                        self.triton.launch_flat(self.VX, self.arg, *step)
+            if self.device.type == "cuda":
+                self.torch.cuda.synchronize(self.device)
+        except Exception as exc:  # noqa: BLE001 - a compiler or driver failure: the torch form is equal
+            why = f"a Triton kernel variant {variant} failed here ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"
+            if self._kernels_asked == "triton":
+                raise DependencyError(f"kernels='triton': {why}") from exc
+            self.kernels, self.kernels_note, self.triton = "torch", f"{why}; torch operations instead", None
+            for run in self.runs:
+                run.launches = None
 
     def _start_triton(self, layout, k: int) -> None:
         """The fused Triton kernel for the padded levels, compiled and tried once on the first level
