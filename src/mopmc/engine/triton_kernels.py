@@ -120,15 +120,15 @@ def sweep(table, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, 
 
 @triton.jit
 def flat_choice(c, rows, rmask, col, K, T, s0, t0, om, VX, target, prob, RR, den, neg, optr, otarget, oprob, k,
-                GATHER: tl.constexpr, TMAX: tl.constexpr, EVICT: tl.constexpr, WEIGHED: tl.constexpr):
+                GATHER: tl.constexpr, TMAX: tl.constexpr, EVICT: tl.constexpr, WEIGHTED: tl.constexpr):
     """A lane's column ``col`` of choice slot ``c`` of its row, ``(RR + sum_t p * VX[target]) / den``,
-    and (``WEIGHED``: the rows have more than one choice) the row's weighted value plus ``neg``,
+    and (``WEIGHTED``: the rows have more than one choice) the row's weighted value plus ``neg``,
     which each of the row's lanes computes itself in the same order as :func:`choice_value`."""
     local = rows.to(tl.int64) * K + c
     slot = s0 + local
     x = tl.load(RR + slot * k + col, mask=rmask, other=0.0, eviction_policy=EVICT)
     x0 = x
-    if WEIGHED:
+    if WEIGHTED:
         x0 = tl.load(RR + slot * k, mask=rmask, other=0.0, eviction_policy=EVICT)
     tb = t0 + local * T
     for t in tl.static_range(TMAX):
@@ -136,7 +136,7 @@ def flat_choice(c, rows, rmask, col, K, T, s0, t0, om, VX, target, prob, RR, den
         tg = tl.load(target + tb + t, mask=m, other=0, eviction_policy=EVICT)
         p = tl.load(prob + tb + t, mask=m, other=0.0, eviction_policy=EVICT)
         x = x + p * tl.load(VX + tg * k + col, mask=m, other=0.0, cache_modifier=GATHER)
-        if WEIGHED:
+        if WEIGHTED:
             x0 = x0 + p * tl.load(VX + tg * k, mask=m, other=0.0, cache_modifier=GATHER)
     if om > 0:
         e0 = tl.load(optr + slot, mask=rmask, other=0)
@@ -146,12 +146,12 @@ def flat_choice(c, rows, rmask, col, K, T, s0, t0, om, VX, target, prob, RR, den
             tg = tl.load(otarget + e0 + e, mask=m, other=0)
             p = tl.load(oprob + e0 + e, mask=m, other=0.0)
             x = x + p * tl.load(VX + tg * k + col, mask=m, other=0.0, cache_modifier=GATHER)
-            if WEIGHED:
+            if WEIGHTED:
                 x0 = x0 + p * tl.load(VX + tg * k, mask=m, other=0.0, cache_modifier=GATHER)
     d = tl.load(den + slot, mask=rmask, other=1.0, eviction_policy=EVICT)
     x = x / d
     v = x
-    if WEIGHED:
+    if WEIGHTED:
         v = x0 / d + tl.load(neg + slot, mask=rmask, other=0.0, eviction_policy=EVICT)
     return x, v
 
