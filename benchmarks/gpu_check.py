@@ -145,13 +145,12 @@ def full_sweep(engine, floor: float, repeat: int = 5) -> dict:
 
 #: launch shapes of the Triton full sweep (rows per program, warps, int32 targets, unrolled slots,
 #: eviction policy, the flat kernel's lanes per program)
-SWEEPS = [{"unroll": False}, {"unroll": False, "block": 128, "warps": 4}, {}, {"block": 64}, {"block": 64, "warps": 4},
-          {"block": 128, "warps": 4}, {"block": 128, "warps": 2}, {"block": 256, "warps": 4}, {"block": 256, "warps": 8},
-          {"block": 128, "warps": 4, "evict": "evict_first"}, {"block": 128, "warps": 4, "idx32": True},
-          {"block": 64, "warps": 4, "evict": "evict_first", "idx32": True},
+SWEEPS = [{"unroll": False, "block": 128, "warps": 4}, {}, {"block": 64}, {"block": 128, "warps": 4},
           # the flat kernel (a lane per row and column, no padded columns): not yet measured
           {"lanes": 128, "warps": 4}, {"lanes": 256, "warps": 4}, {"lanes": 256, "warps": 8}, {"lanes": 512, "warps": 8},
           {"lanes": 1024, "warps": 8}, {"lanes": 512, "warps": 4}]
+#: measured on an H200 and no faster (benchmarks/results/gpu_check_cuda_unrolled.csv): 32-row
+#: programs with loops, 64 x 4 warps, 128 x 2, 256 x 4 and 8, evict_first, int32 targets
 
 
 def gpu_time(fn, device, reps: int = 20, rounds: int = 3) -> float:
@@ -271,8 +270,9 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
     if gpu.kernels == "triton":  # the torch form of the padded levels, and other launch shapes of the Triton kernel
         variants += [("torch ops", {"kernels": "torch"}), ("triton, slot loops (not unrolled)", {"triton": {"unroll": False}}),
                      ("triton, chains up to 256 rows", {"triton": {"chain_rows": 256}}),
-                     ("triton, 64-row programs", {"triton": {"block": 64}}), ("triton, 16-row programs", {"triton": {"block": 16}}),
-                     ("triton, flat 256 lanes", {"triton": {"lanes": 256}}), ("triton, flat 128 lanes x 4 warps", {"triton": {"lanes": 128, "warps": 4}})]
+                     ("triton, 64-row programs", {"triton": {"block": 64}}), ("triton, 16-row programs", {"triton": {"block": 16}})]
+        if gpu.m + 1 <= 16:  # the flat kernel: a lane per row and column (a row of 101 columns is a program)
+            variants += [("triton, flat 256 lanes", {"triton": {"lanes": 256}}), ("triton, flat 128 lanes x 4 warps", {"triton": {"lanes": 128, "warps": 4}})]
     for label, options in variants:
         try:
             other = TorchEngine(model, objs, device, engine=cpu, **options)
