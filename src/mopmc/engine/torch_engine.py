@@ -330,9 +330,9 @@ class TorchEngine:
     def _probe_variants(self) -> None:
         """Compile and run once every kernel variant the runs use (chain, grid and flat launches per
         unrolled shape), on its first level (overwritten by every direction): a variant that fails
-        to compile falls back to torch operations here, as in :meth:`_start_triton`, instead of
-        failing the first query."""
-        seen = set()
+        to compile falls back to torch operations here (:meth:`_triton_failed`) instead of failing
+        the first query."""
+        seen, variant = set(), None
         try:
             for run in self.runs:
                 for kind, *step in run.launches:
@@ -349,31 +349,28 @@ class TorchEngine:
             if self.device.type == "cuda":
                 self.torch.cuda.synchronize(self.device)
         except Exception as exc:  # noqa: BLE001 - a compiler or driver failure: the torch form is equal
-            why = f"a Triton kernel variant {variant} failed here ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"
-            if self._kernels_asked == "triton":
-                raise DependencyError(f"kernels='triton': {why}") from exc
-            self.kernels, self.kernels_note, self.triton = "torch", f"{why}; torch operations instead", None
+            self._triton_failed(f"a Triton kernel variant {variant}", exc)
             for run in self.runs:
                 run.launches = None
 
     def _start_triton(self, layout, k: int) -> None:
-        """The fused Triton kernel for the padded levels, compiled and tried once on the first level
-        (its writes are overwritten by every direction); when it fails here the default falls back to
-        torch operations (``kernels_note`` says why), an explicit ``kernels="triton"`` is an error."""
+        """The fused Triton kernel for the padded levels (compiled per variant by
+        :meth:`_probe_variants` once the runs are known)."""
         from mopmc.engine.triton_levels import TritonLevels
 
         try:
-            tri = TritonLevels(self.torch, self.padded, layout, self.device, k, **self._triton_options)
-            tri.launch(self.VX, self.arg, 0, 1, 1)
-            if self.device.type == "cuda":
-                self.torch.cuda.synchronize(self.device)
-        except Exception as exc:  # noqa: BLE001 - a compiler or driver failure: the torch form is equal
-            why = f"the Triton kernel failed here ({type(exc).__name__}: {str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ''})"
-            if self._kernels_asked == "triton":
-                raise DependencyError(f"kernels='triton': {why}") from exc
-            self.kernels, self.kernels_note = "torch", f"{why}; torch operations instead"
-            return
-        self.triton = tri
+            self.triton = TritonLevels(self.torch, self.padded, layout, self.device, k, **self._triton_options)
+        except Exception as exc:  # noqa: BLE001 - triton's import or set-up failed: the torch form is equal
+            self._triton_failed("the Triton kernel", exc)
+
+    def _triton_failed(self, what: str, exc: Exception) -> None:
+        """``what`` failed here: the default falls back to torch operations (``kernels_note`` says
+        why), an explicit ``kernels="triton"`` is an error."""
+        text = str(exc).strip()
+        why = f"{what} failed here ({type(exc).__name__}: {text.splitlines()[0][:200] if text else ''})"
+        if self._kernels_asked == "triton":
+            raise DependencyError(f"kernels='triton': {why}") from exc
+        self.kernels, self.kernels_note, self.triton = "torch", f"{why}; torch operations instead", None
 
     def graph_pool(self):
         """One memory pool shared by all captured runs (replayed in capture order, never concurrently)."""

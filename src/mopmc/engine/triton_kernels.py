@@ -17,6 +17,13 @@ def add_transition(x, tptr, pptr, mask, VX, k, cols, cmask, GATHER: tl.constexpr
 
 
 @triton.jit
+def descriptor(desc, L):
+    """Level ``L``'s row of the descriptor table: ``a, n_l, K, T, s0, t0, om``."""
+    d = desc + L * 8
+    return tl.load(d + 0), tl.load(d + 1), tl.load(d + 2), tl.load(d + 3), tl.load(d + 4), tl.load(d + 5), tl.load(d + 6)
+
+
+@triton.jit
 def pick(c, K, x, v, best_v, best_x, best_j):
     """Keep choice slot ``c`` where it beats the best so far (the first maximum; ``c >= K``: none)."""
     better = ((v > best_v) | (c == 0)) & (c < K)
@@ -85,14 +92,7 @@ def levels(desc, L0, L1, VX, target, prob, RR, den, neg, arg, optr, otarget, opr
     cmask = cols < k
     lanes = tl.arange(0, BLOCK)
     for L in range(L0, L1):
-        d = desc + L * 8
-        a = tl.load(d + 0)
-        n_l = tl.load(d + 1)
-        K = tl.load(d + 2)
-        T = tl.load(d + 3)
-        s0 = tl.load(d + 4)
-        t0 = tl.load(d + 5)
-        om = tl.load(d + 6)
+        a, n_l, K, T, s0, t0, om = descriptor(desc, L)
         for r0 in range(pid * BLOCK, n_l, nprog * BLOCK):
             rows = r0 + lanes
             rows_block(rows, rows < n_l, a, K, T, s0, t0, om, VX, VX, target, prob, RR, den, neg, arg, optr, otarget, oprob, k,
@@ -107,14 +107,10 @@ def sweep(table, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, 
     """One Jacobi Bellman sweep over every padded level at once: program ``i`` does row block
     ``table[i] = (level, first row)``, reading ``VX`` and writing ``OUT`` (no level order)."""
     pid = tl.program_id(0).to(tl.int64)
-    L = tl.load(table + 2 * pid)
-    r0 = tl.load(table + 2 * pid + 1)
-    d = desc + L * 8
-    n_l = tl.load(d + 1)
-    rows = r0 + tl.arange(0, BLOCK)
+    a, n_l, K, T, s0, t0, om = descriptor(desc, tl.load(table + 2 * pid))
+    rows = tl.load(table + 2 * pid + 1) + tl.arange(0, BLOCK)
     cols = tl.arange(0, KP)
-    rows_block(rows, rows < n_l, tl.load(d + 0), tl.load(d + 2), tl.load(d + 3), tl.load(d + 4), tl.load(d + 5), tl.load(d + 6),
-               VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k, cols, cols < k, KP, BLOCK, GATHER, KMAX, TMAX,
+    rows_block(rows, rows < n_l, a, K, T, s0, t0, om, VX, OUT, target, prob, RR, den, neg, arg, optr, otarget, oprob, k, cols, cols < k, KP, BLOCK, GATHER, KMAX, TMAX,
                EVICT)
 
 
@@ -163,14 +159,7 @@ def flat_block(L, r0, desc, VX, OUT, target, prob, RR, den, neg, arg, optr, otar
     columns, a row's ``k`` lanes reading its ``k`` values side by side; every slot unrolled
     (``KMAX``, ``TMAX`` > 0, masked beyond the level's ``K`` and ``T``); each of a row's lanes
     picks the row's choice alike. Reads ``VX``, writes ``OUT`` (``VX`` itself in the level order)."""
-    d = desc + L * 8
-    a = tl.load(d + 0)
-    n_l = tl.load(d + 1)
-    K = tl.load(d + 2)
-    T = tl.load(d + 3)
-    s0 = tl.load(d + 4)
-    t0 = tl.load(d + 5)
-    om = tl.load(d + 6)
+    a, n_l, K, T, s0, t0, om = descriptor(desc, L)
     lane = tl.arange(0, LANES)
     per = LANES // k
     rows = r0 + lane // k

@@ -176,9 +176,7 @@ class TritonLevels:
         self.warps = int(warps)
         self.stages = stages
         self.unroll = bool(unroll)
-        if lanes is not None and (lanes < self.k or lanes & (lanes - 1)):
-            raise ValueError(f"lanes {lanes}: must be a power of two of at least k = {self.k} (columns)")
-        self.lanes = None if lanes is None else int(lanes)
+        self.lanes = None if lanes is None else self._lanes(lanes)
         self.gather = gather
         self.kernels = _kernel()
         self.kernel = self.kernels.levels
@@ -212,22 +210,28 @@ class TritonLevels:
         compiled variant each), 0 (a loop) above :data:`UNROLL_MAX`."""
         return tuple(u if u <= UNROLL_MAX else 0 for u in (_pow2(K), _pow2(T)))
 
+    def _lanes(self, lanes: int) -> int:
+        if lanes < self.k or lanes & (lanes - 1):
+            raise ValueError(f"lanes {lanes}: must be a power of two of at least k = {self.k} (columns)")
+        return int(lanes)
+
+    def _options(self, kmax: int, tmax: int, evict: str = "", warps: int | None = None) -> dict:
+        """The compile-time arguments every kernel here takes (no FMA: column 0 rounds as the CPU engine's)."""
+        return {"GATHER": self.gather, "KMAX": kmax, "TMAX": tmax, "EVICT": evict, "enable_fp_fusion": False,
+                "num_warps": self.warps if warps is None else int(warps), **({} if self.stages is None else {"num_stages": self.stages})}
+
     def launch(self, VX, arg, L0: int, L1: int, programs: int, kmax: int = 0, tmax: int = 0) -> None:
         d = self.padded
         with _LAUNCH:
             self.kernel[(programs,)](self.desc, L0, L1, VX, d.target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
-                                     self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=self.BLOCK, GATHER=self.gather,
-                                     KMAX=kmax, TMAX=tmax, EVICT="", enable_fp_fusion=False, num_warps=self.warps,
-                                     **({} if self.stages is None else {"num_stages": self.stages}))
+                                     self.otarget, self.oprob, self.k, KP=self.KP, BLOCK=self.BLOCK, **self._options(kmax, tmax))
 
     def launch_flat(self, VX, arg, L: int, programs: int, kmax: int, tmax: int) -> None:
         """Level ``L`` in place by the flat kernel (``programs`` of ``lanes // k`` rows)."""
         d = self.padded
         with _LAUNCH:
             self.kernels.level_flat[(programs,)](self.desc, L, VX, d.target, d.prob, d.RR, d.den, d.neg, arg, self.optr,
-                                                 self.otarget, self.oprob, self.k, LANES=self.lanes, GATHER=self.gather,
-                                                 KMAX=kmax, TMAX=tmax, EVICT="", enable_fp_fusion=False, num_warps=self.warps,
-                                                 **({} if self.stages is None else {"num_stages": self.stages}))
+                                                 self.otarget, self.oprob, self.k, LANES=self.lanes, **self._options(kmax, tmax))
 
     def sweep(self, VX, OUT, arg, block: int | None = None, warps: int | None = None, unroll: bool | None = None,
               idx32: bool = False, evict: str = "", lanes: int | None = None) -> int:
@@ -255,8 +259,7 @@ class TritonLevels:
         unroll = self.unroll if unroll is None else bool(unroll)
         groups = [(shape, table, False) for shape, table in self._sweep_tables(block, unroll)]
         if lanes is not None:
-            if lanes < self.k or lanes & (lanes - 1):
-                raise ValueError(f"lanes {lanes}: must be a power of two of at least k = {self.k} (columns)")
+            lanes = self._lanes(lanes)
             flat = [(shape, table, True) for shape, table in self._sweep_tables(lanes // self.k, True) if 0 not in shape]
             groups = flat + [(shape, table, False) for shape, table in self._sweep_tables(block, True) if 0 in shape]
         target = self.padded.target
@@ -271,11 +274,9 @@ class TritonLevels:
         with _LAUNCH:
             for (kmax, tmax), table, flat in groups:
                 args = (table, self.desc, VX, OUT, target, d.prob, d.RR, d.den, d.neg, arg, self.optr, self.otarget, self.oprob, self.k)
-                options = {"GATHER": self.gather, "KMAX": kmax, "TMAX": tmax, "EVICT": evict, "enable_fp_fusion": False,
-                           "num_warps": self.warps if warps is None else int(warps),
-                           **({} if self.stages is None else {"num_stages": self.stages})}
+                options = self._options(kmax, tmax, evict, warps)
                 if flat:
-                    self.kernels.sweep_flat[(len(table),)](*args, LANES=int(lanes), **options)
+                    self.kernels.sweep_flat[(len(table),)](*args, LANES=lanes, **options)
                 else:
                     self.kernels.sweep[(len(table),)](*args, KP=self.KP, BLOCK=block, **options)
                 programs += len(table)
