@@ -170,10 +170,13 @@ def _random_program(rng: np.random.Generator) -> str:
     actions = ["", "", "a", "b"]
 
     def atom():
-        v, k = rng.choice(["x", "y", "g", "b"]), int(rng.integers(0, 3))
+        v, k = rng.choice(["x", "y", "g", "b"]), int(rng.integers(-1, 5))
         if v == "b":
             return "b" if rng.random() < 0.5 else "!b"
-        return f"{v} {rng.choice(['=', '<', '>=', '!='])} {k}"
+        op = rng.choice(["=", "<", "<=", ">", ">=", "!="])
+        if rng.random() < 0.3:  # the literal on the left
+            return f"{k} {op} {v}"
+        return f"{v} {op} {k}"
 
     def guard():
         parts = [atom() for _ in range(int(rng.integers(1, 3)))]
@@ -204,10 +207,14 @@ def _random_program(rng: np.random.Generator) -> str:
         return lines
 
     out = ["mdp", "global g : [0..2] init 0;"]
-    out += module("M1", ["x", "b", "g"], ["  x : [0..3] init 0;", "  b : bool init false;"])
+    counters = [  # counters (the explorer adds them up without bytecode), kept in range by their guards
+        "  [] x < 3 & 1 >= y -> (x'=x+1);", "  [] 0 < x & g = 1 -> 0.5 : (x'=x-1) + 0.5 : (x'=-1+x) & (g'=2);",
+        "  [] x <= 1 & b -> (x'=2+x) & (g'=g-1 + 1);",
+    ]
+    out += module("M1", ["x", "b", "g"], ["  x : [0..3] init 0;", "  b : bool init false;", *counters])
     out += module("M2", ["y"], ["  y : [0..2] init 1;", "  [a] y = 0 -> (y'=1);", "  [b] y = 2 -> true;"])
     out += ['rewards "r1"', f"  {guard()} : {int(rng.integers(1, 4))};", f"  [a] {guard()} : 0.5;", "endrewards"]
-    out += ['rewards "r2"', f"  [] {guard()} : x + 1;", f"  [b] true : y / 3;", "endrewards"]
+    out += ['rewards "r2"', f"  [] {guard()} : x + 1;", f"  [b] true : y / 3;", f"  [] {atom()} : 0.25;", "endrewards"]
     out += [f'label "l" = {guard()};']
     return "\n".join(out) + "\n"
 
@@ -284,3 +291,18 @@ def test_assignment_out_of_range_is_an_error_naming_state_and_command(tmp_path):
     # auto leaves this small program to Storm's builder, asked to build valuations, so that it checks
     with pytest.raises(UnsupportedModelError, match="out of range"):
         load(bounds)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_hashed_state_numbering_equals_the_dense_one(tmp_path, seed, monkeypatch):
+    """Beyond DENSE_MAX valuations the explorer numbers states through its hash table: the same model."""
+    from mopmc.io.explicit import program
+
+    path = tmp_path / f"random{seed}.nm"
+    path.write_text(_random_program(np.random.default_rng(seed)) if seed else FEATURES)
+    dense = load(path, valuations=True, builder="mopmc").model
+    monkeypatch.setattr(program, "DENSE_MAX", 0)
+    hashed, storms = _both(path)
+    assert_same_model(hashed.model, storms.model)
+    for name in ("row_groups", "indptr", "targets", "probs"):
+        np.testing.assert_array_equal(getattr(hashed.model, name), getattr(dense, name))

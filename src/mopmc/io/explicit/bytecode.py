@@ -174,27 +174,60 @@ def conjuncts(e) -> list:
     return [e]
 
 
-def equality_test(e, variables: dict[str, int]):
-    """``(variable index, value)`` when ``e`` is ``var = literal`` (or a Boolean variable / its
-    negation), else ``None``: such conjuncts are tested on the packed state before any bytecode runs."""
+_FLIPPED = {"LESS": "GREATER", "LESS_OR_EQUAL": "GREATER_OR_EQUAL", "GREATER": "LESS",
+            "GREATER_OR_EQUAL": "LESS_OR_EQUAL", "EQUAL": "EQUAL", "IFF": "IFF"}
+_BIG = 1 << 62
+
+
+def range_test(e, variables: dict[str, int]):
+    """``(variable index, least, greatest)`` when ``e`` holds exactly for the variable's values in
+    ``[least, greatest]``: a Boolean variable or its negation, or ``var OP literal`` (either way
+    round) with an integer or Boolean literal and ``OP`` one of ``= < <= > >=``; else ``None``.
+    Such conjuncts are tested on the packed state before any bytecode runs."""
     if e.is_variable() and e.has_boolean_type() and e.get_identifier() in variables:
-        return variables[e.get_identifier()], 1
+        return variables[e.get_identifier()], 1, 1
     if not e.is_function_application:
         return None
-    if e.operator.name == "NOT" and e.arity == 1:
+    op = e.operator.name
+    if op == "NOT" and e.arity == 1:
         inner = e.get_operand(0)
         if inner.is_variable() and inner.has_boolean_type() and inner.get_identifier() in variables:
-            return variables[inner.get_identifier()], 0
+            return variables[inner.get_identifier()], 0, 0
         return None
-    if e.operator.name not in ("EQUAL", "IFF") or e.arity != 2:
+    if op not in _FLIPPED or e.arity != 2:
         return None
     a, b = e.get_operand(0), e.get_operand(1)
     if b.is_variable() and a.is_literal():
-        a, b = b, a
+        a, b, op = b, a, _FLIPPED[op]
     if not (a.is_variable() and b.is_literal() and a.get_identifier() in variables):
         return None
     if b.has_boolean_type():
-        return variables[a.get_identifier()], int(b.evaluate_as_bool())
-    if b.has_integer_type():
-        return variables[a.get_identifier()], int(b.evaluate_as_int())
-    return None
+        if op not in ("EQUAL", "IFF"):
+            return None
+        value = int(b.evaluate_as_bool())
+    elif b.has_integer_type():
+        value = int(b.evaluate_as_int())
+    else:
+        return None
+    j = variables[a.get_identifier()]
+    return {
+        "EQUAL": (j, value, value), "IFF": (j, value, value), "LESS": (j, -_BIG, value - 1),
+        "LESS_OR_EQUAL": (j, -_BIG, value), "GREATER": (j, value + 1, _BIG), "GREATER_OR_EQUAL": (j, value, _BIG),
+    }[op]
+
+
+def counter_update(e, variables: dict[str, int]):
+    """``(variable index, delta)`` when ``e`` is ``var``, ``var + k``, ``k + var`` or ``var - k``
+    for an integer literal ``k``: the explorer computes it without bytecode; else ``None``."""
+    if e.is_variable() and e.has_integer_type() and e.get_identifier() in variables:
+        return variables[e.get_identifier()], 0
+    if not (e.is_function_application and e.arity == 2 and e.operator.name in ("PLUS", "MINUS")):
+        return None
+    a, b = e.get_operand(0), e.get_operand(1)
+    if e.operator.name == "PLUS" and a.is_literal() and b.is_variable():
+        a, b = b, a
+    if not (a.is_variable() and a.has_integer_type() and a.get_identifier() in variables
+            and b.is_literal() and b.has_integer_type()):
+        return None
+    k = int(b.evaluate_as_int())
+    return variables[a.get_identifier()], (k if e.operator.name == "PLUS" else -k)

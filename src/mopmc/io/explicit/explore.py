@@ -123,6 +123,14 @@ def _find(table, key, bits):
         h = (h + 1) & size_mask
 
 
+def _dense(key, shift, mask, stride):
+    """Index of packed ``key`` in the dense table (see ``_explore``'s ``stride``)."""
+    h = np.int64(0)
+    for j in range(stride.shape[0]):
+        h += ((key >> shift[j]) & mask[j]) * stride[j]
+    return h
+
+
 def _rehash(keys, n, bits):
     table = np.full((np.int64(1) << bits, 2), -1, np.int64)
     for s in range(n):
@@ -135,10 +143,10 @@ def _rehash(keys, n, bits):
 def _explore(
     init, lo, hi, shift, mask,
     rows, consts, start, depth,
-    cmd_guard, cmd_pre_ptr, pre_var, pre_val, cmd_upd_ptr, upd_prob, upd_pval, upd_clear, upd_set,
-    upd_asg_ptr, asg_var, asg_expr,
+    cmd_guard, cmd_pre_ptr, pre_var, pre_lo, pre_hi, cmd_upd_ptr, upd_prob, upd_pval, upd_clear, upd_set,
+    upd_asg_ptr, asg_var, asg_expr, asg_src, asg_delta,
     gen_part_ptr, part_key, part_base, bucket_ptr, bucket_cmd,
-    is_dtmc, max_states,
+    is_dtmc, max_states, stride,
 ):
     """Explore from ``init``; return ``(status, info, keys, row_groups, indptr, targets, probs, choice_gen)``.
 
@@ -152,7 +160,17 @@ def _explore(
     bits = 10
     keys = np.empty(1024, np.int64)
     keys[0] = init
-    table = _rehash(keys, 1, bits)
+    dense = stride.shape[0] > 0
+    if dense:
+        space = np.int64(1)
+        for j in range(nv):
+            space += stride[j] * (hi[j] - lo[j])  # the last index + 1
+        index = np.full(space, -1, np.int32)
+        index[_dense(init, shift, mask, stride)] = 0
+        table = np.empty((1, 2), np.int64)
+    else:
+        index = np.empty(0, np.int32)
+        table = _rehash(keys, 1, bits)
     n = 1
     row_groups = np.empty(1025, np.int64)
     row_groups[0] = 0
@@ -197,11 +215,13 @@ def _explore(
                     c = bucket_cmd[q]
                     ok = True
                     for t in range(cmd_pre_ptr[c], cmd_pre_ptr[c + 1]):
-                        if ((code >> shift[pre_var[t]]) & mask[pre_var[t]]) + lo[pre_var[t]] != pre_val[t]:
+                        j = pre_var[t]
+                        v = ((code >> shift[j]) & mask[j]) + lo[j]
+                        if v < pre_lo[t] or v > pre_hi[t]:
                             ok = False
                             break
-                    if ok:
-                        e = cmd_guard[c]
+                    e = cmd_guard[c]
+                    if ok and e >= 0:
                         ok = _evaluate(rows, consts, start[e], start[e + 1], vals, stack) != 0.0
                     if ok:
                         enabled[k] = c
@@ -241,7 +261,10 @@ def _explore(
                         for a in range(upd_asg_ptr[u], upd_asg_ptr[u + 1]):
                             j = asg_var[a]
                             e = asg_expr[a]
-                            x = _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+                            if e < 0:  # a counter: variable + delta
+                                x = vals[asg_src[a]] + asg_delta[a]
+                            else:
+                                x = _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
                             xi = np.int64(x)
                             if xi != x or xi < lo[j] or xi > hi[j]:
                                 info[0] = s
@@ -264,20 +287,27 @@ def _explore(
                 ids = _grow(ids, nd)
                 for r in range(nd):
                     key = d_key[r]
-                    h = _find(table, key, bits)
-                    t = table[h, 1]
+                    if dense:
+                        h = _dense(key, shift, mask, stride)
+                        t = np.int64(index[h])
+                    else:
+                        h = _find(table, key, bits)
+                        t = table[h, 1]
                     if t < 0:
                         if n >= max_states:
                             return TOO_MANY, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
                         keys = _grow(keys, n + 1)
                         keys[n] = key
-                        table[h, 0] = key
-                        table[h, 1] = n
                         t = n
                         n += 1
-                        if 2 * n > table.shape[0]:
-                            bits += 1
-                            table = _rehash(keys, n, bits)
+                        if dense:
+                            index[h] = t
+                        else:
+                            table[h, 0] = key
+                            table[h, 1] = t
+                            if 2 * n > table.shape[0]:
+                                bits += 1
+                                table = _rehash(keys, n, bits)
                     ids[r] = t
                 # insertion sort by target (distributions are short), equal targets merged
                 targets = _grow(targets, n_trans + nd)
@@ -346,30 +376,67 @@ def _unpack(key, lo, shift, mask, vals):
         vals[j] = np.float64(((key >> shift[j]) & mask[j]) + lo[j])
 
 
-def _choice_rewards(rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, state_expr, gen_expr):
-    """A reward per choice: expression ``state_expr`` (-1: none) at the choice's state plus
-    ``gen_expr[g]`` for its generator ``g`` (-1: none); the deadlock self-loop (generator -1) gets 0."""
-    out = np.zeros(choice_gen.shape[0], np.float64)
+def _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi):
+    """Whether reward item ``i``'s range tests hold at the packed state ``key``."""
+    for t in range(pre_ptr[i], pre_ptr[i + 1]):
+        j = pre_var[t]
+        v = ((key >> shift[j]) & mask[j]) + lo[j]
+        if v < pre_lo[t] or v > pre_hi[t]:
+            return False
+    return True
+
+
+def _choice_rewards(
+    rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, gen_action, n_models,
+    it_model, it_action, it_guard, it_expr, it_value, pre_ptr, pre_var, pre_lo, pre_hi,
+):
+    """Every reward model's value at every choice, ``(n_models, n_choices)``: item ``i`` of model
+    ``it_model[i]`` is a state item (``it_action[i] == -1``, at every choice of the state but the
+    deadlock self-loop, generator -1) or one of generators ``g`` with ``gen_action[g] ==
+    it_action[i]``; it counts where its range tests (``pre_*[pre_ptr[i]:pre_ptr[i+1]]``) and its
+    guard expression (-1: none) hold, with value ``it_value[i]`` or expression ``it_expr[i]``.
+    A choice's reward is its state items' sum plus its action items' sum, each summed in the items'
+    order (as the guarded sums Storm's builder adds up)."""
+    n_items = it_model.shape[0]
+    out = np.zeros((n_models, choice_gen.shape[0]), np.float64)
+    state_r = np.zeros(n_models, np.float64)
+    action_r = np.zeros(n_models, np.float64)
     vals = np.empty(lo.shape[0], np.float64)
     stack = np.empty(depth + 1, np.float64)
     for s in range(row_groups.shape[0] - 1):
+        key = keys[s]
         unpacked = False
+        state_r[:] = 0.0
+        for i in range(n_items):
+            if it_action[i] != -1 or not _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi):
+                continue
+            if (it_guard[i] >= 0 or it_expr[i] >= 0) and not unpacked:
+                _unpack(key, lo, shift, mask, vals)
+                unpacked = True
+            e = it_guard[i]
+            if e >= 0 and _evaluate(rows, consts, start[e], start[e + 1], vals, stack) == 0.0:
+                continue
+            e = it_expr[i]
+            state_r[it_model[i]] += it_value[i] if e < 0 else _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
         for c in range(row_groups[s], row_groups[s + 1]):
             g = choice_gen[c]
             if g < 0:
                 continue
-            e = gen_expr[g]
-            if state_expr < 0 and e < 0:
-                continue
-            if not unpacked:
-                _unpack(keys[s], lo, shift, mask, vals)
-                unpacked = True
-            r = 0.0
-            if state_expr >= 0:
-                r += _evaluate(rows, consts, start[state_expr], start[state_expr + 1], vals, stack)
-            if e >= 0:
-                r += _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
-            out[c] = r
+            a = gen_action[g]
+            action_r[:] = 0.0
+            for i in range(n_items):
+                if it_action[i] != a or not _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi):
+                    continue
+                if (it_guard[i] >= 0 or it_expr[i] >= 0) and not unpacked:
+                    _unpack(key, lo, shift, mask, vals)
+                    unpacked = True
+                e = it_guard[i]
+                if e >= 0 and _evaluate(rows, consts, start[e], start[e + 1], vals, stack) == 0.0:
+                    continue
+                e = it_expr[i]
+                action_r[it_model[i]] += it_value[i] if e < 0 else _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+            for m in range(n_models):
+                out[m, c] = state_r[m] + action_r[m]
     return out
 
 
@@ -384,7 +451,7 @@ def _state_values(rows, consts, start, depth, keys, lo, shift, mask, e):
     return out
 
 
-_HELPERS = ("_evaluate", "_grow", "_find", "_rehash", "_unpack")
+_HELPERS = ("_evaluate", "_grow", "_find", "_dense", "_rehash", "_unpack", "_item_holds")
 _ENTRIES = ("_explore", "_decode", "_state_values", "_choice_rewards")
 _LOCK = threading.Lock()
 _compiled: dict = {}
@@ -426,6 +493,6 @@ def state_values(rows, consts, start, depth, keys, lo, shift, mask, e):
     return _kernel("_state_values")(rows, consts, start, depth, keys, lo, shift, mask, e)
 
 
-def choice_rewards(rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, state_expr, gen_expr):
-    """One reward model's vector over the choices (see ``_choice_rewards``)."""
-    return _kernel("_choice_rewards")(rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, state_expr, gen_expr)
+def choice_rewards(*args):
+    """Every reward model's vector over the choices (see ``_choice_rewards``)."""
+    return _kernel("_choice_rewards")(*args)

@@ -13,11 +13,13 @@ import numpy as np
 from mopmc.errors import InvalidModelError, MopmcError
 from mopmc.io import storm
 from mopmc.io.explicit import explore as ex
-from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, equality_test, rational_literal
+from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, counter_update, range_test, rational_literal
 from mopmc.io.explicit.rewards_text import ATOM_LABEL, ITEMS_MODULE, item_value, reward_items, strip_comments, with_items_module
 from mopmc.model.sparse_mdp import SparseMDP, StateValuations
 
 MAX_STATES = 1 << 31
+# the explorer numbers states through a dense int32 table over every valuation up to this many (256 MiB)
+DENSE_MAX = 1 << 26
 
 
 def build(
@@ -105,6 +107,14 @@ class _Layout:
     def packing(self):
         return self.lo, self.shift, self.mask
 
+    def strides(self) -> np.ndarray:
+        """Mixed-radix strides of a dense state index over every valuation, or an empty array (hash
+        the states) when there are more than ``DENSE_MAX`` valuations."""
+        sizes = [int(h - l) + 1 for l, h in zip(self.lo, self.hi)]
+        if math.prod(sizes) > DENSE_MAX:
+            return np.zeros(0, np.int64)
+        return np.array([math.prod(sizes[:j]) for j in range(len(sizes))], np.int64)
+
 
 def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP | None:
     if [r.name for r in program.reward_models] != reward_names:
@@ -121,6 +131,7 @@ def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP
     status, info, keys, row_groups, indptr, targets, probs, choice_gen = ex.explore(
         np.int64(layout.init), layout.lo, layout.hi, layout.shift, layout.mask, rows, consts, start,
         np.int64(code.depth), *tables.values(), program.model_type.name == "DTMC", np.int64(MAX_STATES),
+        layout.strides(),
     )
     if status == ex.OUT_OF_BOUNDS:
         raise _out_of_bounds(program, layout, keys, info, source)
@@ -128,11 +139,7 @@ def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP
         return None
     items_module = next(m for m in program.modules if m.name == ITEMS_MODULE)
     item_exprs = [(c.guard_expression, item_value(c.updates[0].probability_expression)) for c in list(items_module.commands)[1:]]
-    rewards = {
-        name: _reward_vector(code, layout, keys, row_groups, choice_gen, action_of_gen,
-                             [(it, e) for it, e in zip(items, item_exprs) if it.model == name])
-        for name in sorted(reward_names)
-    }
+    rewards = _rewards(code, index, layout, keys, row_groups, choice_gen, action_of_gen, items, item_exprs, reward_names)
     labels = _labels(program, code, layout, keys, row_groups, choice_gen, atoms)
     action_names, actions = _actions(action_of_gen, choice_gen)
     vals = StateValuations(tuple(layout.names), layout.kinds, ex.decode(keys, *layout.packing())) if valuations else None
@@ -154,18 +161,45 @@ def _out_of_bounds(program, layout: _Layout, keys, info, source) -> InvalidModel
     )
 
 
-def _reward_vector(code: Code, layout: _Layout, keys, row_groups, choice_gen, action_of_gen, items) -> np.ndarray:
-    """One reward model per choice from its ``(item, (guard, value))`` pairs: state items at every
-    choice of a state (not the deadlock self-loop, as in Storm), action items at their action's choices."""
-    state_terms = [e for it, e in items if it.action is None]
-    state_expr = code.add_guarded_sum(state_terms) if state_terms else -1
-    gen_expr = np.full(len(action_of_gen), -1, np.int64)
-    for action in {it.action for it, _ in items if it.action is not None}:
-        expr = code.add_guarded_sum([e for it, e in items if it.action == action])
-        gen_expr[[g for g, a in enumerate(action_of_gen) if a == action]] = expr
+def _rewards(code: Code, index, layout: _Layout, keys, row_groups, choice_gen, action_of_gen, items, item_exprs,
+             names) -> dict:
+    """Every reward model's vector over the choices, in one pass over the states: state items at
+    every choice of a state (not the deadlock self-loop, as in Storm), action items at their
+    action's choices. An item's guard conjuncts that test one variable against a literal are
+    tested on the packed state (``range_test``); what is left of the guard, and a value that is
+    not a literal, run as bytecode."""
+    order = sorted(names)
+    model_of = {name: m for m, name in enumerate(order)}
+    actions = {a: k for k, a in enumerate(dict.fromkeys(action_of_gen))}
+    it_model, it_action, it_guard, it_expr, it_value, pre_ptr, pre_var, pre_lo, pre_hi = [], [], [], [], [], [0], [], [], []
+    for it, (guard, value) in zip(items, item_exprs):
+        it_model.append(model_of[it.model])
+        # -1: a state item; -2: an action no command has (never rewarded)
+        it_action.append(-1 if it.action is None else actions.get(it.action, -2))
+        rest = []
+        for conj in conjuncts(guard):
+            test = range_test(conj, index)
+            if test is None:
+                rest.append(conj)
+            else:
+                pre_var.append(test[0])
+                pre_lo.append(test[1])
+                pre_hi.append(test[2])
+        pre_ptr.append(len(pre_var))
+        it_guard.append(code.add_conjunction(rest) if rest else -1)
+        it_expr.append(-1 if value.is_literal() else code.add(value))
+        it_value.append(literal(value) if value.is_literal() else 0.0)
     rows, consts, start = code.arrays()
-    return _frozen_out(ex.choice_rewards(rows, consts, start, np.int64(code.depth), keys, *layout.packing(),
-                                         row_groups, choice_gen, np.int64(state_expr), gen_expr))
+    def arr(x):
+        return np.array(x, np.int64)
+
+    gen_action = arr([actions[a] for a in action_of_gen])
+    out = ex.choice_rewards(
+        rows, consts, start, np.int64(code.depth), keys, *layout.packing(), row_groups, choice_gen, gen_action,
+        np.int64(len(order)), arr(it_model), arr(it_action), arr(it_guard), arr(it_expr),
+        np.array(it_value, np.float64), arr(pre_ptr), arr(pre_var), arr(pre_lo), arr(pre_hi),
+    )
+    return {name: _frozen_out(out[m]) for m, name in enumerate(order)}
 
 
 def _labels(program, code: Code, layout: _Layout, keys, row_groups, choice_gen, atoms) -> dict:
@@ -209,8 +243,8 @@ def literal(e) -> float:
 
 def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
     """The kernel's command and generator tables (see :func:`mopmc.io.explicit.explore.explore`)."""
-    cmd_guard, pre_ptr, pre_var, pre_val = [], [0], [], []
-    upd_ptr, upd_prob, asg_ptr, asg_var, asg_expr = [0], [], [0], [], []
+    cmd_guard, pre_ptr, pre_var, pre_lo, pre_hi = [], [0], [], [], []
+    upd_ptr, upd_prob, asg_ptr, asg_var, asg_expr, asg_src, asg_delta = [0], [], [0], [], [], [], []
     upd_pval, upd_clear, upd_set = [], [], []
     modules = [m for m in program.modules if m.name != ITEMS_MODULE]
     cid: dict[tuple[int, int], int] = {}
@@ -219,14 +253,15 @@ def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
             cid[(mi, ci)] = len(cmd_guard)
             rest = []
             for conj in conjuncts(command.guard_expression):
-                test = equality_test(conj, index)
+                test = range_test(conj, index)
                 if test is None:
                     rest.append(conj)
                 else:
                     pre_var.append(test[0])
-                    pre_val.append(test[1])
+                    pre_lo.append(test[1])
+                    pre_hi.append(test[2])
             pre_ptr.append(len(pre_var))
-            cmd_guard.append(code.add_conjunction(rest))
+            cmd_guard.append(code.add_conjunction(rest) if rest else -1)
             for update in command.updates:
                 p = update.probability_expression
                 upd_prob.append(-1 if p.is_literal() else code.add(p))
@@ -244,8 +279,11 @@ def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
                         clear |= int(mask[j]) << int(shift[j])
                         put |= (value - int(lo[j])) << int(shift[j])
                     else:
+                        counter = counter_update(a.expression, index)
                         asg_var.append(j)
-                        asg_expr.append(code.add(a.expression))
+                        asg_expr.append(-1 if counter else code.add(a.expression))
+                        asg_src.append(counter[0] if counter else 0)
+                        asg_delta.append(counter[1] if counter else 0)
                 asg_ptr.append(len(asg_var))
                 upd_clear.append(clear)
                 upd_set.append(put)
@@ -268,15 +306,16 @@ def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
         if len(parts) > gen_part_ptr[-1]:
             gen_part_ptr.append(len(parts))
             action_of_gen.append(program.get_action_name(action))
-    part_key, part_base, bucket_ptr, bucket_cmd = _buckets(parts, pre_ptr, pre_var, pre_val, lo, hi)
+    part_key, part_base, bucket_ptr, bucket_cmd = _buckets(parts, pre_ptr, pre_var, pre_lo, pre_hi, lo, hi)
     def arr(x):
         return np.array(x, np.int64)
 
     return {
-        "cmd_guard": arr(cmd_guard), "cmd_pre_ptr": arr(pre_ptr), "pre_var": arr(pre_var), "pre_val": arr(pre_val),
+        "cmd_guard": arr(cmd_guard), "cmd_pre_ptr": arr(pre_ptr), "pre_var": arr(pre_var),
+        "pre_lo": arr(pre_lo), "pre_hi": arr(pre_hi),
         "cmd_upd_ptr": arr(upd_ptr), "upd_prob": arr(upd_prob), "upd_pval": np.array(upd_pval, np.float64),
         "upd_clear": arr(upd_clear), "upd_set": arr(upd_set), "upd_asg_ptr": arr(asg_ptr),
-        "asg_var": arr(asg_var), "asg_expr": arr(asg_expr),
+        "asg_var": arr(asg_var), "asg_expr": arr(asg_expr), "asg_src": arr(asg_src), "asg_delta": arr(asg_delta),
         "gen_part_ptr": arr(gen_part_ptr), "part_key": arr(part_key), "part_base": arr(part_base),
         "bucket_ptr": arr(bucket_ptr), "bucket_cmd": arr(bucket_cmd),
         "action_of_gen": action_of_gen,
@@ -286,26 +325,36 @@ def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
 MAX_BUCKETS = 256
 
 
-def _buckets(parts, pre_ptr, pre_var, pre_val, lo, hi):
+def _buckets(parts, pre_ptr, pre_var, pre_lo, pre_hi, lo, hi):
     """Each part's commands bucketed by the value of one variable their guards test for equality
     (the most tested one with at most MAX_BUCKETS values), so a state looks only at the commands
     that can be enabled: bucket ``v`` of part ``p`` is
     ``bucket_cmd[bucket_ptr[part_base[p] + v] : bucket_ptr[part_base[p] + v + 1]]`` for the
-    variable's value ``lo + v`` (one bucket, ``v = 0``, when ``part_key[p]`` is -1). Buckets keep
-    the commands' order (Storm's choice order)."""
+    variable's value ``lo + v`` (one bucket, ``v = 0``, when ``part_key[p]`` is -1); a command is in
+    the buckets of the values its guard's range tests of that variable allow. Buckets keep the
+    commands' order (Storm's choice order)."""
     part_key, part_base, bucket_ptr, bucket_cmd = [], [], [0], []
     for cmds in parts:
-        tests = {c: dict(zip(pre_var[pre_ptr[c] : pre_ptr[c + 1]], pre_val[pre_ptr[c] : pre_ptr[c + 1]])) for c in cmds}
+        tests: dict[int, dict[int, tuple[int, int]]] = {}
+        for c in cmds:
+            t = tests[c] = {}
+            for k in range(pre_ptr[c], pre_ptr[c + 1]):
+                a, b = t.get(pre_var[k], (-(1 << 62), 1 << 62))
+                t[pre_var[k]] = (max(a, pre_lo[k]), min(b, pre_hi[k]))
         counts: dict[int, int] = {}
         for t in tests.values():
-            for j in t:
-                if hi[j] - lo[j] < MAX_BUCKETS:
+            for j, (a, b) in t.items():
+                if a == b and hi[j] - lo[j] < MAX_BUCKETS:
                     counts[j] = counts.get(j, 0) + 1
         key = max(counts, key=lambda j: (counts[j], -j)) if counts else -1
         part_key.append(key)
         part_base.append(len(bucket_ptr) - 1)
         values = range(int(lo[key]), int(hi[key]) + 1) if key >= 0 else [None]
         for v in values:
-            bucket_cmd.extend(c for c in cmds if v is None or tests[c].get(key, v) == v)
+            bucket_cmd.extend(c for c in cmds if v is None or _allows(tests[c].get(key), v))
             bucket_ptr.append(len(bucket_cmd))
     return part_key, part_base, bucket_ptr, bucket_cmd
+
+
+def _allows(test, v) -> bool:
+    return test is None or test[0] <= v <= test[1]
