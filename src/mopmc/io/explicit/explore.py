@@ -146,13 +146,20 @@ def _explore(
     cmd_guard, cmd_pre_ptr, pre_var, pre_lo, pre_hi, cmd_upd_ptr, upd_prob, upd_pval, upd_clear, upd_set,
     upd_asg_ptr, asg_var, asg_expr, asg_src, asg_delta,
     gen_part_ptr, part_key, part_base, bucket_ptr, bucket_cmd,
-    is_dtmc, max_states, stride,
+    is_dtmc, max_states, stride, index,
 ):
     """Explore from ``init``; return ``(status, info, keys, row_groups, indptr, targets, probs, choice_gen)``.
 
     ``choice_gen`` is the generator (unlabelled command or synchronising action) of each choice, -1
     for the self-loop Storm adds to deadlock states. ``status`` is ``OK`` or why exploration stopped;
     for ``OUT_OF_BOUNDS`` ``info`` is (state, variable, value, command).
+
+    ``stride``: empty to number states through the hash table; else one stride per variable, and
+    states are numbered through ``index``, a dense table over every valuation (position
+    ``sum((v - lo) * stride)``, variables in their packing order; state + 1, 0 for none yet, so that
+    the caller's ``np.zeros`` leaves pages never touched unallocated): no probing, and neighbouring
+    valuations (a counter one up) sit near each other, where the hash scatters them, so most
+    lookups hit the cache.
     """
     info = np.full(4, -1, np.int64)
     nv = lo.shape[0]
@@ -162,14 +169,9 @@ def _explore(
     keys[0] = init
     dense = stride.shape[0] > 0
     if dense:
-        space = np.int64(1)
-        for j in range(nv):
-            space += stride[j] * (hi[j] - lo[j])  # the last index + 1
-        index = np.full(space, -1, np.int32)
-        index[_dense(init, shift, mask, stride)] = 0
+        index[_dense(init, shift, mask, stride)] = 1
         table = np.empty((1, 2), np.int64)
     else:
-        index = np.empty(0, np.int32)
         table = _rehash(keys, 1, bits)
     n = 1
     row_groups = np.empty(1025, np.int64)
@@ -289,7 +291,7 @@ def _explore(
                     key = d_key[r]
                     if dense:
                         h = _dense(key, shift, mask, stride)
-                        t = np.int64(index[h])
+                        t = np.int64(index[h]) - 1
                     else:
                         h = _find(table, key, bits)
                         t = table[h, 1]
@@ -301,7 +303,7 @@ def _explore(
                         t = n
                         n += 1
                         if dense:
-                            index[h] = t
+                            index[h] = t + 1
                         else:
                             table[h, 0] = key
                             table[h, 1] = t

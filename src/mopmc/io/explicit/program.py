@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
@@ -107,13 +106,15 @@ class _Layout:
     def packing(self):
         return self.lo, self.shift, self.mask
 
-    def strides(self) -> np.ndarray:
-        """Mixed-radix strides of a dense state index over every valuation, or an empty array (hash
-        the states) when there are more than ``DENSE_MAX`` valuations."""
+    def dense_index(self) -> tuple[np.ndarray, np.ndarray]:
+        """``(strides, index)`` of a dense state index over every valuation (mixed radix; the index
+        zeroed by ``np.zeros``, so its pages cost nothing until the explorer writes them), or two
+        empty arrays (hash the states) when there are more than ``DENSE_MAX`` valuations."""
         sizes = [int(h - l) + 1 for l, h in zip(self.lo, self.hi)]
         if math.prod(sizes) > DENSE_MAX:
-            return np.zeros(0, np.int64)
-        return np.array([math.prod(sizes[:j]) for j in range(len(sizes))], np.int64)
+            return np.zeros(0, np.int64), np.zeros(0, np.int32)
+        strides = np.array([math.prod(sizes[:j]) for j in range(len(sizes))], np.int64)
+        return strides, np.zeros(math.prod(sizes), np.int32)
 
 
 def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP | None:
@@ -131,7 +132,7 @@ def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP
     status, info, keys, row_groups, indptr, targets, probs, choice_gen = ex.explore(
         np.int64(layout.init), layout.lo, layout.hi, layout.shift, layout.mask, rows, consts, start,
         np.int64(code.depth), *tables.values(), program.model_type.name == "DTMC", np.int64(MAX_STATES),
-        layout.strides(),
+        *layout.dense_index(),
     )
     if status == ex.OUT_OF_BOUNDS:
         raise _out_of_bounds(program, layout, keys, info, source)
