@@ -169,7 +169,7 @@ class Engine:
             raise err
         valid = good[q.state_of_choice()] & _all_in(q, good)
         self.good = restrict(q, good, valid)
-        proper = _global(self.good, proper[good])
+        proper = _global(self.good, proper[good], q)
         stamp("proper")
         # the SCCs drop_worthless found still hold when nothing was collapsed or removed since
         same = self.good.problem is p1
@@ -184,7 +184,7 @@ class Engine:
             order, renumbered = np.arange(len(order)), False
         self.perm = permute(self.good.problem, order)
         p = self.problem = self.perm.problem
-        self.proper = _global(self.perm, proper[order])
+        self.proper = _global(self.perm, proper[order], self.good.problem)
         sm = self.perm.state_map
         self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
         self.contiguous = renumbered or all(is_range(s) for _, s in self.plan.steps)
@@ -382,8 +382,10 @@ def _all_in(q: Problem, inside: np.ndarray) -> np.ndarray:
     return nk.all_successors_in(q.indptr, q.targets, inside, q.n_choices)
 
 
-def _global(r, choices_of_good: np.ndarray) -> np.ndarray:
-    """Choices of the source problem (one per kept state, in order) as choices of the restriction."""
+def _global(r, choices_of_good: np.ndarray, source: Problem) -> np.ndarray:
+    """Choices of the ``source`` problem (one per kept state, in order) as choices of the restriction."""
+    if r.problem is source:  # kept everything: the same numbering
+        return choices_of_good
     new_of_old = np.full(len(r.choice_origin) and int(r.choice_origin.max()) + 1, -1, np.int64)
     new_of_old[r.choice_origin] = np.arange(len(r.choice_origin))
     return new_of_old[choices_of_good]
