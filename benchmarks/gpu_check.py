@@ -373,7 +373,9 @@ def cli_convex(path: Path, props: str, device: str) -> list[dict]:
         got[engine] = out["loss"]
         rows.append({"case": f"{path.stem}: mopmc convex --soft --engine {engine} (CLI{again})", "torch_s" if engine == "torch" else "cpu_s": round(seconds, 3),
                      "torch_e2e_s" if engine == "torch" else "cpu_e2e_s": round(seconds, 3), "calls": out["iterations"],
-                     "result": f"{out['status']} ({out['loss']:.6g}); load {out['timings'].get('load', 0):.2f} s, query {out['timings'].get('total', 0):.2f} s"})
+                     "result": f"{out['status']} ({out['loss']:.6g}); " + ", ".join(
+                         f"{k} {out['timings'][k]:.2f} s" for k in ("load", "build", "warm_wait", "setup", "oracle", "total")
+                         if k in out["timings"])})
     if len(got) == 2 and not close(got["torch"], got["kernel"], 1e-6):
         raise Inequality(f"{path.stem}: mopmc convex: torch loss {got['torch']} vs CPU {got['kernel']}")
     return rows

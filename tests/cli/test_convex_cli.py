@@ -22,6 +22,8 @@ def test_convex_json_matches_lp_and_evaluate_round_trip(tmp_path):
     out = r.json()
     assert out["status"] == "optimal" and len(out["point"]) == 2
     assert {"objectives", "loss", "lower_bound", "gap", "iterations", "timings"} <= set(out)
+    timings = out["timings"]
+    assert {"load", "build", "setup", "oracle", "total"} <= set(timings) and 0 <= timings["build"] <= timings["load"]
     loaded = load(files.tradeoff, properties=PROP)
     (p,) = loaded.properties()
     exact = lp_convex(loaded.model, p.objectives, make_loss("mse", 2, [1, 1], None).expression, box=box_of(p.objectives))

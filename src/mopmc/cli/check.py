@@ -16,7 +16,7 @@ from typing import List, Optional
 
 import typer
 
-from mopmc.cli.common import parse_consts, print_json, run_cli
+from mopmc.cli.common import load_timings, parse_consts, print_json, run_cli
 from mopmc.errors import InfiniteValueError, PropertyError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -80,7 +80,7 @@ def check_command(
             row, sched = res.to_json(), res.scheduler
             if res.status == "infinite":
                 infinite.append(res.message)
-        row["timings"] = {"load": loaded.seconds, **row.get("timings", {})}
+        row["timings"] = {**load_timings(loaded), **row.get("timings", {})}
         rows.append(row)
         schedulers.append(sched)
     if infinite and len(props) == 1:

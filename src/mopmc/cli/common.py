@@ -52,6 +52,13 @@ def _clean(obj: Any) -> Any:
     return obj
 
 
+def load_timings(loaded) -> dict:
+    """A loaded model's seconds for the JSON ``timings``: ``load`` (all of it), and within it
+    ``build`` (the builder; not for UMB files) and, where the torch engine warmed up, ``warm_wait``
+    (the wait for that warm-up once the model was built)."""
+    return {"load": loaded.seconds, **{k: loaded.timings[k] for k in ("build", "warm_wait") if k in loaded.timings}}
+
+
 def print_json(obj: Any) -> None:
     """Print strict JSON (no NaN) on stdout."""
     sys.stdout.write(json.dumps(_clean(obj), indent=2) + "\n")

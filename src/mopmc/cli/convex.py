@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from mopmc.cli.common import parse_consts, print_json, run_cli
+from mopmc.cli.common import load_timings, parse_consts, print_json, run_cli
 from mopmc.errors import PropertyError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -140,7 +140,7 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
         stop()
     out = res.to_json()
     out["property"] = p.text
-    out["timings"] = {"load": loaded.seconds, **out["timings"]}
+    out["timings"] = {**load_timings(loaded), **out["timings"]}
     if export_path:
         out["scheduler"] = export(export_path, loaded.model, res, binding=bind, kind=kind)
     if json_out:
