@@ -38,13 +38,37 @@ def test_load_with_warm_up_gives_the_same_model():
         assert not t.is_alive()
 
 
-def test_a_torch_warm_up_is_done_before_the_load_returns():
+def test_the_torch_engine_waits_for_a_torch_warm_up_before_its_device_work():
     """The warm-up's device work (CUDA graph captures among it) must never overlap the real
-    query's: with the torch engine the load waits for it."""
+    query's: the torch engine joins it after its CPU preprocessing, before its upload."""
     pytest.importorskip("torch")
     import threading
+    import time
+
+    from mopmc.engine.torch_engine import TorchEngine
 
     text = 'multi(P>=0.5 [F "goal"], P<=0.2 [F "hazard"])'
-    warmed = load(files.robot, properties=text, warm="convex", warm_engine="torch", warm_device="cpu")
-    assert "warm_wait" in warmed.timings
+    started = threading.Event()
+    real = warmup.warm
+
+    def slow(*args):  # a warm-up still busy when the load returns
+        started.set()
+        time.sleep(1.0)
+        real(*args)
+
+    warmup.warm = slow
+    try:
+        warmed = load(files.robot, properties=text, warm="convex", warm_engine="torch", warm_device="cpu")
+    finally:
+        warmup.warm = real
+    assert started.wait(10) and any(t.name == "mopmc-warmup" and t.is_alive() for t in threading.enumerate())
+    engine = TorchEngine(warmed.model, warmed.properties()[0].objectives, "cpu")
     assert not any(t.name == "mopmc-warmup" and t.is_alive() for t in threading.enumerate())
+    assert engine.timings["warm_wait"] > 0 and warmup.join_device() < 0.1
+
+
+def test_a_torch_warm_up_inside_itself_does_not_wait_for_itself():
+    pytest.importorskip("torch")
+    thread = warmup.start("convex", "torch", "cpu")
+    thread.join(timeout=300)
+    assert not thread.is_alive()  # its own TorchEngine did not join it (that would never end)

@@ -54,9 +54,8 @@ def _clean(obj: Any) -> Any:
 
 def load_timings(loaded) -> dict:
     """A loaded model's seconds for the JSON ``timings``: ``load`` (all of it), and within it
-    ``build`` (the builder; not for UMB files) and, where the torch engine warmed up, ``warm_wait``
-    (the wait for that warm-up once the model was built)."""
-    return {"load": loaded.seconds, **{k: loaded.timings[k] for k in ("build", "warm_wait") if k in loaded.timings}}
+    ``build`` (the builder; not for UMB files)."""
+    return {"load": loaded.seconds, **{k: loaded.timings[k] for k in ("build",) if k in loaded.timings}}
 
 
 def print_json(obj: Any) -> None:

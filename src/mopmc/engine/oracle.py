@@ -24,4 +24,5 @@ def kernel_oracle(model, objectives, *, engine: Engine | None = None):
         last["r"] = res
         return Vertex(res.values.copy(), float(res.error_bound * np.abs(w).sum()), res)
 
+    call.engine = eng  # (its ``timings``, for reports)
     return call

@@ -209,6 +209,10 @@ class TorchEngine:
         self.device = resolve_device(device)
         kernels = kernels or os.environ.get("MOPMC_TORCH_KERNELS") or None
         self.cpu = engine or Engine(model, objectives, allow_stay=allow_stay, choice_mask=choice_mask, renumber="always")
+        # the CPU preprocessing ran beside a warm-up; its device work must be done before ours starts
+        from mopmc.engine import warmup
+
+        warm_wait = warmup.join_device()
         if not self.cpu.contiguous:
             raise ValueError("the torch engine needs an Engine built with renumber='always' (contiguous plan steps)")
         self.model = model
@@ -226,13 +230,13 @@ class TorchEngine:
         self.triton = None
         self._triton_options = dict(triton or {})
         self._kernels_asked = kernels
-        self.timings = {"preprocess": time.perf_counter() - t0}
+        self.timings = {"preprocess": time.perf_counter() - t0 - warm_wait, "warm_wait": warm_wait}
         self.memory = None
         self.steps: list = []  # filled by the upload: runs of levels and cyclic blocks
         if self.cpu.trivial:
             return
         self._upload()
-        self.timings["upload"] = time.perf_counter() - t0 - self.timings["preprocess"]
+        self.timings["upload"] = time.perf_counter() - t0 - self.timings["preprocess"] - warm_wait
 
     def _kernels(self, kernels: str | None) -> tuple[str, str | None]:
         """``(kernels, note)``: the padded levels' kernels, and why the default is not Triton's

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import threading
+import time
 
 import numpy as np
 
@@ -53,10 +54,35 @@ def warm(kind: str = "check", engine: str = "kernel", device: str | None = None)
         pass
 
 
+_device_warmups: list[threading.Thread] = []
+_device_lock = threading.Lock()
+
+
 def start(kind: str = "check", engine: str = "kernel", device: str | None = None) -> threading.Thread:
     """Start :func:`warm` in a daemon thread and return it; the interpreter waits for it at exit
-    (a compiler thread cut off at shutdown aborts the process)."""
+    (a compiler thread cut off at shutdown aborts the process). A torch warm-up is registered for
+    :func:`join_device`."""
     thread = threading.Thread(target=warm, args=(kind, engine, device), name="mopmc-warmup", daemon=True)
+    if engine == "torch":
+        with _device_lock:
+            _device_warmups.append(thread)
     thread.start()
     atexit.register(thread.join)
     return thread
+
+
+def join_device() -> float:
+    """Wait for the torch warm-ups in flight (not the calling one's own); the seconds waited.
+
+    The torch engine calls it before its first work on the device, after its CPU preprocessing:
+    the warm-up's device work (CUDA graph captures among it) must never overlap the real query's
+    (a capture fails on another thread's launches), while the preprocessing may run beside it."""
+    t = time.perf_counter()
+    me = threading.current_thread()
+    with _device_lock:
+        pending = [th for th in _device_warmups if th is not me]
+    for th in pending:
+        th.join()
+    with _device_lock:
+        _device_warmups[:] = [th for th in _device_warmups if th.is_alive() or th is me]
+    return time.perf_counter() - t

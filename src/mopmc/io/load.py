@@ -88,8 +88,9 @@ def load(
     bulk through an uncompressed UMB archive; ``.umb`` files are read directly. ``warm``
     (``"check"`` or ``"convex"``): meanwhile warm the engine up in a thread
     (:mod:`mopmc.engine.warmup`; Storm's builder releases the GIL): ``warm_engine`` (``kernel`` or
-    ``torch``) on ``warm_device``; with ``torch`` the load returns only once the warm-up is done
-    (``timings["warm_wait"]``), so that its work on the device never overlaps the query's.
+    ``torch``) on ``warm_device``; a torch engine waits for a torch warm-up before its first work
+    on the device (:func:`mopmc.engine.warmup.join_device`, after its CPU preprocessing), so that
+    the warm-up's device work never overlaps the query's.
 
     ``builder``: ``"auto"`` (the default) builds PRISM programs with mopmc's own explicit builder
     (:mod:`mopmc.io.explicit`, several times faster than Storm's, the same model up to the numbering
@@ -165,12 +166,6 @@ def load(
         validate(detailed)
         raise
     timings = {"parse": t_parse - start, "build": t_build - t_parse, "extract": t_extract - t_build}
-    if warming is not None and warm_engine == "torch":
-        # the device is the warm-up's until it is done: its CUDA graph captures must not overlap the
-        # real query's work on the device (a capture fails on another thread's launches)
-        t = time.perf_counter()
-        warming.join()
-        timings["warm_wait"] = time.perf_counter() - t
     return LoadedModel(model, program, formulas, time.perf_counter() - start, kind, timings, used)
 
 

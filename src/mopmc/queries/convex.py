@@ -521,6 +521,9 @@ def convex_query(
     else:
         oracle = model_or_oracle
     timings = {"setup": time.perf_counter() - t0, "oracle": 0.0, "lower": 0.0, "upper": 0.0}
+    waited = getattr(getattr(oracle, "engine", None), "timings", {}).get("warm_wait")
+    if waited:  # (within setup: the torch engine waited for a warm-up's device work)
+        timings["warm_wait"] = waited
     poly = _Polytopes(m)
 
     def ask(w):
