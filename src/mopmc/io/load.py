@@ -119,11 +119,10 @@ def load(
     formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
     storm.check_labels(program, formulas, str(path))
     t_parse = time.perf_counter()
-    warming = None
     if warm is not None:
         from mopmc.engine import warmup
 
-        warming = warmup.start(warm, warm_engine, warm_device)
+        warmup.start(warm, warm_engine, warm_device)
     raw = [f.get_raw_formula() for f in formulas]
     model = None
     if builder != "storm" and path.suffix.lower() in storm.PRISM_SUFFIXES:
