@@ -177,17 +177,7 @@ def _rewards(code: Code, index, layout: _Layout, keys, row_groups, choice_gen, a
         it_model.append(model_of[it.model])
         # -1: a state item; -2: an action no command has (never rewarded)
         it_action.append(-1 if it.action is None else actions.get(it.action, -2))
-        rest = []
-        for conj in conjuncts(guard):
-            test = range_test(conj, index)
-            if test is None:
-                rest.append(conj)
-            else:
-                pre_var.append(test[0])
-                pre_lo.append(test[1])
-                pre_hi.append(test[2])
-        pre_ptr.append(len(pre_var))
-        it_guard.append(code.add_conjunction(rest) if rest else -1)
+        it_guard.append(_guard(code, index, guard, pre_ptr, pre_var, pre_lo, pre_hi))
         it_expr.append(-1 if value.is_literal() else code.add(value))
         it_value.append(literal(value) if value.is_literal() else 0.0)
     rows, consts, start = code.arrays()
@@ -242,6 +232,22 @@ def literal(e) -> float:
     return rational_literal(e)
 
 
+def _guard(code: Code, index, guard, pre_ptr, pre_var, pre_lo, pre_hi) -> int:
+    """Split a guard into range tests of one variable against a literal (appended to ``pre_*``,
+    then the new end to ``pre_ptr``) and the rest, compiled: its expression id, -1 for none."""
+    rest = []
+    for conj in conjuncts(guard):
+        test = range_test(conj, index)
+        if test is None:
+            rest.append(conj)
+        else:
+            pre_var.append(test[0])
+            pre_lo.append(test[1])
+            pre_hi.append(test[2])
+    pre_ptr.append(len(pre_var))
+    return code.add_conjunction(rest) if rest else -1
+
+
 def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
     """The kernel's command and generator tables (see :func:`mopmc.io.explicit.explore.explore`)."""
     cmd_guard, pre_ptr, pre_var, pre_lo, pre_hi = [], [0], [], [], []
@@ -252,17 +258,7 @@ def _commands(program, code: Code, index, lo, hi, shift, mask) -> dict:
     for mi, module in enumerate(modules):
         for ci, command in enumerate(module.commands):
             cid[(mi, ci)] = len(cmd_guard)
-            rest = []
-            for conj in conjuncts(command.guard_expression):
-                test = range_test(conj, index)
-                if test is None:
-                    rest.append(conj)
-                else:
-                    pre_var.append(test[0])
-                    pre_lo.append(test[1])
-                    pre_hi.append(test[2])
-            pre_ptr.append(len(pre_var))
-            cmd_guard.append(code.add_conjunction(rest) if rest else -1)
+            cmd_guard.append(_guard(code, index, command.guard_expression, pre_ptr, pre_var, pre_lo, pre_hi))
             for update in command.updates:
                 p = update.probability_expression
                 upd_prob.append(-1 if p.is_literal() else code.add(p))
