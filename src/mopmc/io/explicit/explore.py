@@ -388,26 +388,6 @@ def _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi)
     return True
 
 
-def _add_items(acc, action, key, unpacked, vals, stack, rows, consts, start, lo, shift, mask,
-               it_model, it_action, it_guard, it_expr, it_value, pre_ptr, pre_var, pre_lo, pre_hi):
-    """``acc`` (per reward model) = the sum, in the items' order, of the items of ``action`` (-1:
-    the state items) that hold at the packed state ``key``; ``vals`` holds its unpacked values once
-    ``unpacked`` (unpacked here when an item needs bytecode). Returns ``unpacked``."""
-    acc[:] = 0.0
-    for i in range(it_model.shape[0]):
-        if it_action[i] != action or not _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi):
-            continue
-        if (it_guard[i] >= 0 or it_expr[i] >= 0) and not unpacked:
-            _unpack(key, lo, shift, mask, vals)
-            unpacked = True
-        e = it_guard[i]
-        if e >= 0 and _evaluate(rows, consts, start[e], start[e + 1], vals, stack) == 0.0:
-            continue
-        e = it_expr[i]
-        acc[it_model[i]] += it_value[i] if e < 0 else _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
-    return unpacked
-
-
 def _choice_rewards(
     rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, gen_action, n_models,
     it_model, it_action, it_guard, it_expr, it_value, pre_ptr, pre_var, pre_lo, pre_hi,
@@ -426,16 +406,33 @@ def _choice_rewards(
     stack = np.empty(depth + 1, np.float64)
     for s in range(row_groups.shape[0] - 1):
         key = keys[s]
-        unpacked = _add_items(state_r, -1, key, False, vals, stack, rows, consts, start, lo, shift, mask,
-                              it_model, it_action, it_guard, it_expr, it_value, pre_ptr, pre_var, pre_lo, pre_hi)
-        for c in range(row_groups[s], row_groups[s + 1]):
-            g = choice_gen[c]
-            if g < 0:
-                continue
-            unpacked = _add_items(action_r, gen_action[g], key, unpacked, vals, stack, rows, consts, start, lo, shift, mask,
-                                  it_model, it_action, it_guard, it_expr, it_value, pre_ptr, pre_var, pre_lo, pre_hi)
+        unpacked = False
+        # c = row_groups[s] - 1 sums the state items into state_r; each choice after it its
+        # action's items into action_r (one loop body for both, with no per-state call)
+        for c in range(row_groups[s] - 1, row_groups[s + 1]):
+            if c < row_groups[s]:
+                action, acc = -1, state_r
+            else:
+                g = choice_gen[c]
+                if g < 0:
+                    continue
+                action, acc = gen_action[g], action_r
             for m in range(n_models):
-                out[m, c] = state_r[m] + action_r[m]
+                acc[m] = 0.0
+            for i in range(it_model.shape[0]):
+                if it_action[i] != action or not _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi):
+                    continue
+                if (it_guard[i] >= 0 or it_expr[i] >= 0) and not unpacked:
+                    _unpack(key, lo, shift, mask, vals)
+                    unpacked = True
+                e = it_guard[i]
+                if e >= 0 and _evaluate(rows, consts, start[e], start[e + 1], vals, stack) == 0.0:
+                    continue
+                e = it_expr[i]
+                acc[it_model[i]] += it_value[i] if e < 0 else _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+            if c >= row_groups[s]:
+                for m in range(n_models):
+                    out[m, c] = state_r[m] + action_r[m]
     return out
 
 
@@ -450,7 +447,7 @@ def _state_values(rows, consts, start, depth, keys, lo, shift, mask, e):
     return out
 
 
-_HELPERS = ("_evaluate", "_grow", "_find", "_dense", "_rehash", "_unpack", "_item_holds", "_add_items")
+_HELPERS = ("_evaluate", "_grow", "_find", "_dense", "_rehash", "_unpack", "_item_holds")
 _ENTRIES = ("_explore", "_decode", "_state_values", "_choice_rewards")
 _LOCK = threading.Lock()
 _compiled: dict = {}
