@@ -38,6 +38,29 @@ def test_load_with_warm_up_gives_the_same_model():
         assert not t.is_alive()
 
 
+@pytest.mark.parametrize("builder", ["mopmc", "storm"])
+def test_load_starts_the_warm_up_once_where_the_build_releases_the_gil(monkeypatch, builder):
+    """With mopmc's builder, after the explorer's kernels are loaded (their loading holds the GIL,
+    like the warm-up's imports) and just before the exploration; with Storm's, before its build."""
+    from mopmc.io import storm
+    from mopmc.io.explicit import explore as ex
+
+    events = []
+    monkeypatch.setattr(warmup, "start", lambda *a: events.append(("warm-up", a, "_explore" in ex._compiled)))
+    real_explore = ex.explore
+    monkeypatch.setattr(ex, "explore", lambda *a: events.append(("explore",)) or real_explore(*a))
+    real_build = storm.build
+    monkeypatch.setattr(storm, "build", lambda *a, **k: events.append(("storm build",)) or real_build(*a, **k))
+    text = 'multi(P>=0.5 [F "goal"], P<=0.2 [F "hazard"])'
+    loaded = load(files.robot, properties=text, warm="check", builder=builder)
+    assert loaded.builder == builder
+    build = "explore" if builder == "mopmc" else "storm build"
+    assert [e[0] for e in events] == ["warm-up", build]
+    assert events[0][1] == ("check", "kernel", None)
+    if builder == "mopmc":
+        assert events[0][2]  # the explorer's kernels were loaded before
+
+
 def test_the_torch_engine_waits_for_a_torch_warm_up_before_its_device_work():
     """The warm-up's device work (CUDA graph captures among it) must never overlap the real
     query's: the torch engine joins it after its CPU preprocessing, before its upload."""

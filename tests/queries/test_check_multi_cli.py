@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from support import assert_one_line_error, run_mopmc, shared_model
 from mopmc.engine.evaluate import evaluate
@@ -80,6 +81,22 @@ def test_export_pareto_schedulers_and_plot(tmp_path):
                               np.array([model.row_groups[e["state"]] + e["choice"] for e in entries]), decided, model.n_states)
         np.testing.assert_allclose(evaluate(model, scheduler, p.objectives).values, v["point"], atol=1e-9)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_export_schedulers_with_the_torch_engine(tmp_path):
+    """The torch engine's vertices carry the CPU engine's schedulers: the export equals the kernel's."""
+    pytest.importorskip("torch")
+    prop = 'multi(R{"time"}min=? [C], R{"energy"}min=? [C])'
+    docs = []
+    for engine in (["--engine", "kernel"], ["--engine", "torch", "--device", "cpu"]):
+        out = tmp_path / f"{engine[1]}.json"
+        res = run_mopmc("check", "example:tradeoff", "--prop", prop, "--json", "--export-scheduler", out, *engine)
+        assert res.code == 0, res.stderr
+        docs.append(json.loads(out.read_text()))
+    kernel, torch_doc = docs
+    assert [v["scheduler"] for v in torch_doc["vertices"]] == [v["scheduler"] for v in kernel["vertices"]]
+    np.testing.assert_allclose([v["point"] for v in torch_doc["vertices"]], [v["point"] for v in kernel["vertices"]],
+                               rtol=1e-9, atol=1e-12)
 
 
 def test_plot_three_objectives(tmp_path):

@@ -120,8 +120,8 @@ class _MultiSchedulers:
     one per Pareto vertex, or the witness mixture of an achievability or numerical query."""
 
     def __init__(self, res, engine: str):
-        if engine != "kernel":
-            raise PropertyError(f"--export-scheduler with a multi(...) property needs --engine kernel (got {engine})")
+        if engine == "lp":  # the LP oracle's vertices are occupation measures, not deterministic schedulers
+            raise PropertyError("--export-scheduler with a multi(...) property needs --engine kernel or torch (got lp)")
         self.res = res
 
     def to_json(self, model) -> dict:

@@ -119,10 +119,17 @@ def load(
     formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
     storm.check_labels(program, formulas, str(path))
     t_parse = time.perf_counter()
-    if warm is not None:
-        from mopmc.engine import warmup
+    started: list = []
 
-        warmup.start(warm, warm_engine, warm_device)
+    def start_warmup() -> None:
+        # once, where the main thread is about to release the GIL for a while (Storm's builder, the
+        # explicit explorer): the warm-up's imports and kernel loads hold the GIL and would
+        # otherwise slow down the Python and numba-loading parts of the build beside them
+        if warm is not None and not started:
+            from mopmc.engine import warmup
+
+            started.append(warmup.start(warm, warm_engine, warm_device))
+
     raw = [f.get_raw_formula() for f in formulas]
     model = None
     if builder != "storm" and path.suffix.lower() in storm.PRISM_SUFFIXES:
@@ -130,12 +137,14 @@ def load(
 
         floor = explicit.AUTO_MIN_SPACE if builder == "auto" else 0
         atoms = _atoms(program, formulas, str(path))
-        model = explicit.build(path, constants, atoms, valuations=valuations, source=str(path), min_space=floor)
+        model = explicit.build(path, constants, atoms, valuations=valuations, source=str(path), min_space=floor,
+                               before_explore=start_warmup)
         if model is None and builder == "mopmc":
             raise UnsupportedModelError(
                 f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, "
                 "atomic expressions in the properties, or an error Storm's builder reports); use --builder storm"
             )
+    start_warmup()  # (Storm's builder releases the GIL)
     used = "storm" if model is None else "mopmc"
     if model is None:
         # with valuations Storm checks that assignments stay in range (without, it builds on silently)

@@ -472,6 +472,11 @@ def _kernel(name: str):
     return _compiled[name]
 
 
+def load_kernels() -> None:
+    """Compile (or load from numba's cache) every kernel here now."""
+    _kernel("_explore")
+
+
 def explore(*args):
     return _kernel("_explore")(*args)
 

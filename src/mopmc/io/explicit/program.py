@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -29,12 +29,14 @@ def build(
     valuations: bool = False,
     source: str | None = None,
     min_space: int = 0,
+    before_explore: Callable[[], None] | None = None,
 ) -> SparseMDP | None:
     """Build the PRISM model in ``path`` ourselves; ``None`` when it needs Storm's builder, or when
     its variables span fewer than ``min_space`` valuations (a small model: Storm's builder is done
     before numba has started). ``atoms``: the properties' atomic expressions (Storm's printed
     text, :func:`mopmc.properties.states.atomic_expressions`), built as labels of that name;
-    ``None`` when they are not known (Storm's builder then adds them)."""
+    ``None`` when they are not known (Storm's builder then adds them). ``before_explore``: called
+    once the explorer's kernels are loaded, just before the exploration (which releases the GIL)."""
     if path.suffix.lower() not in storm.PRISM_SUFFIXES or atoms is None:
         return None
     try:
@@ -50,7 +52,7 @@ def build(
             return None  # (with an init block, variables have no initial values to read)
         if min_space and _space(program) < min_space:
             return None
-        return _build(program, reward_names, items, atoms, valuations, source or str(path))
+        return _build(program, reward_names, items, atoms, valuations, source or str(path), before_explore)
     except InvalidModelError:
         raise
     except (NotCompilable, MopmcError, RuntimeError, ValueError, UnicodeDecodeError, OSError):
@@ -117,7 +119,7 @@ class _Layout:
         return strides, np.zeros(math.prod(sizes), np.int32)
 
 
-def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP | None:
+def _build(program, reward_names, items, atoms, valuations, source, before_explore=None) -> SparseMDP | None:
     if [r.name for r in program.reward_models] != reward_names:
         return None
     variables = _variables(program)
@@ -129,6 +131,9 @@ def _build(program, reward_names, items, atoms, valuations, source) -> SparseMDP
     tables = _commands(program, code, index, layout.lo, layout.hi, layout.shift, layout.mask)
     action_of_gen = tables.pop("action_of_gen")
     rows, consts, start = code.arrays()
+    if before_explore is not None:
+        ex.load_kernels()
+        before_explore()
     status, info, keys, row_groups, indptr, targets, probs, choice_gen = ex.explore(
         np.int64(layout.init), layout.lo, layout.hi, layout.shift, layout.mask, rows, consts, start,
         np.int64(code.depth), *tables.values(), program.model_type.name == "DTMC", np.int64(MAX_STATES),
