@@ -66,3 +66,82 @@ def show(
     run_cli(body)
 
 
+
+
+@app.command()
+def sensitivity(
+    out: Path = typer.Option(..., "--out", help="Folder for the runs (resumed when it holds some), CSV, Markdown and the box plots."),
+    params: Optional[Path] = typer.Option(None, "--params", help="Parameter file (YAML) of the switch; default: the built-in Table 3 set."),
+    n: Optional[int] = typer.Option(None, "--n", help="Episode length n; overrides the parameter file."),
+    prop: Optional[str] = typer.Option(None, "--prop", help="The multi(...) property of the convex query; default: Table 3's (the mo thresholds)."),
+    soft: bool = typer.Option(True, "--soft/--box", help="--soft: MSE to the thresholds, no box (the paper's query); --box: MSE to the origin within the thresholds."),
+    loss: str = typer.Option("mse", "--loss", help="mse or var."),
+    levels: str = typer.Option(",".join(f"{d:g}" for d in (0.015 * i for i in range(1, 11))), "--levels",
+                               help="Perturbation levels (relative), comma-separated."),
+    eps_rel: float = typer.Option(1e-7, "--eps-rel", help="Relative gap of each convex query."),
+    workers: int = typer.Option(1, "--workers", help="Processes running the queries side by side."),
+    engine: str = typer.Option("kernel", "--engine", help="kernel (CPU) or torch (the kernel on a PyTorch device)."),
+    device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu."),
+    plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw OUT/figure9.png (needs matplotlib)."),
+    json_out: bool = typer.Option(False, "--json", help="Print one JSON object (the summary)."),
+) -> None:
+    """Sensitivity of the convex query to every probability of the parameter file (paper Figure 9)."""
+
+    def body():
+        import sys
+
+        from mopmc.cli.table3 import MO, _multi
+        from mopmc.design import sensitivity as sens
+        from mopmc.design.params import load_parameters
+        from mopmc.errors import ConfigError, DependencyError
+
+        if engine not in ("kernel", "torch"):
+            raise ConfigError(f"--engine {engine!r}: use kernel or torch")
+        if device is not None and engine != "torch":
+            raise ConfigError(f"--device {device}: only --engine torch runs on a device")
+        if loss not in ("mse", "var"):
+            raise ConfigError(f"--loss {loss!r}: use mse or var")
+        try:
+            lv = tuple(float(x) for x in levels.split(",") if x.strip())
+        except ValueError:
+            raise ConfigError(f"--levels {levels!r}: give numbers in (0, 1), comma-separated") from None
+        p = load_parameters(params if params is not None else "table3")
+        if n is not None:
+            p = p.with_n(n)
+        query = sens.Query(prop or _multi(MO), loss, soft, eps_rel, engine, device)
+        bar = None
+        if not json_out:
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+            bar = Progress(TextColumn("sensitivity"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                           console=Console(stderr=True), transient=True)
+        task = bar.add_task("runs", total=None) if bar else None
+
+        def progress(done: int, total: int) -> None:
+            if bar:
+                bar.update(task, completed=done, total=total)
+
+        if bar:
+            bar.start()
+        try:
+            results = sens.run(p, query, out, levels=lv, workers=workers, progress=progress)
+        finally:
+            if bar:
+                bar.stop()
+        objectives = [o.reward_model or o.text for o in sens.objectives_of(p, query)]
+        summary = sens.summarise(results, objectives)
+        files = sens.write_summary(out, summary, results, objectives)
+        if plot:
+            labels = {m.reward: f"{m.reward} ({m.name})" for m in p.metrics}
+            try:
+                files["plot"] = sens.plot(summary, results, out / "figure9.png", labels)
+            except DependencyError as e:
+                sys.stderr.write(f"note: no plot: {e}\n")
+        if json_out:
+            print_json({**summary, "files": {k: str(v) for k, v in files.items()}})
+            return
+        typer.echo(sens.markdown(summary).rstrip())
+        typer.echo(f"{len(results)} runs -> {out} ({', '.join(v.name for v in files.values())})")
+
+    run_cli(body)
