@@ -177,3 +177,16 @@ def test_cli_bad_input(tmp_path):
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--params", tmp_path / "none.yaml"), "none.yaml")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--n", "2", "--prop", 'multi(R{"foo"}<=1 [C])'), "foo")
     assert not (tmp_path / "x" / "spec.json").exists()  # nothing written for a bad question
+
+
+def test_ray_gives_the_same_runs(tmp_path):
+    ray = pytest.importorskip("ray", reason="ray is not installed (pip install 'mopmc[cluster]')")
+    p = small(2)
+    ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = sens.run(p, QUERY, tmp_path / "ray", levels=(0.1,), ray_address="auto")
+    finally:
+        ray.shutdown()
+    here = sens.run(p, QUERY, tmp_path / "here", levels=(0.1,))
+    assert [(r["id"], r["point"], r["loss"]) for r in on_ray] == [(r["id"], r["point"], r["loss"]) for r in here]
+    assert len(list((tmp_path / "ray" / "runs").glob("*.json"))) == 41

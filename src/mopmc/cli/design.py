@@ -79,7 +79,8 @@ def sensitivity(
     levels: str = typer.Option(",".join(f"{d:g}" for d in (0.015 * i for i in range(1, 11))), "--levels",
                                help="Perturbation levels (relative), comma-separated."),
     eps_rel: float = typer.Option(1e-7, "--eps-rel", help="Relative gap of each convex query."),
-    workers: int = typer.Option(1, "--workers", help="Processes running the queries side by side."),
+    workers: int = typer.Option(1, "--workers", help="Processes running the queries side by side (with --ray local: its CPUs)."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run the queries as Ray tasks: 'local' starts a local instance, else a cluster address."),
     engine: str = typer.Option("kernel", "--engine", help="kernel (CPU) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw OUT/figure9.png (needs matplotlib)."),
@@ -125,7 +126,7 @@ def sensitivity(
         if bar:
             bar.start()
         try:
-            results = sens.run(p, query, out, levels=lv, workers=workers, progress=progress)
+            results = sens.run(p, query, out, levels=lv, workers=workers, ray_address=ray, progress=progress)
         finally:
             if bar:
                 bar.stop()

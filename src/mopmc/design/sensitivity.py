@@ -201,17 +201,14 @@ def _check_spec(out: Path, spec: dict) -> None:
         write_atomic(path, json.dumps(spec, indent=1) + "\n")
 
 
-def _pool_task(args):
-    params, query, task = args
-    return run_task(params, query, task)
-
-
 def run(params: SwitchParameters, query: Query, out: str | Path, *, levels: Sequence[float] = LEVELS, workers: int = 1,
-        progress: Callable[[int, int], None] | None = None) -> list[dict]:
+        ray_address: str | None = None, progress: Callable[[int, int], None] | None = None) -> list[dict]:
     """Every task (resuming in ``out``); returns all results, baseline first.
 
-    ``workers`` > 1 runs the tasks in that many processes. ``progress(done, total)`` after each."""
-    from mopmc.runtime.sweep import write_atomic
+    ``workers`` > 1 runs the tasks in that many processes; ``ray_address`` on Ray instead (``local``
+    starts a local instance with ``workers`` CPUs, else ``ray.init(address)``, as the runtime's
+    sweeps). ``progress(done, total)`` after each."""
+    from mopmc.runtime.sweep import run_local, write_atomic
 
     if not levels or any(not (0.0 < d < 1.0) for d in levels):
         raise ConfigError(f"--levels {','.join(map(str, levels)) or '(none)'}: give levels in (0, 1), e.g. 0.015,0.03")
@@ -243,17 +240,15 @@ def run(params: SwitchParameters, query: Query, out: str | Path, *, levels: Sequ
         if progress:
             progress(done, len(todo))
 
-    if workers == 1 or len(missing) <= 1:
-        for t in missing:
-            finish(run_task(params, query, t))
-    else:
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
+    jobs = [(params, query, t) for t in missing]
+    if ray_address is not None and jobs:
+        from mopmc.runtime import ray_adapter
 
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(_pool_task, (params, query, t)) for t in missing]
-            for fut in as_completed(futures):
-                finish(fut.result())
+        rows = ray_adapter.run_jobs(ray_address, run_task, jobs, num_cpus=workers if workers > 1 else None)
+    else:
+        rows = run_local(run_task, jobs, workers if len(jobs) > 1 else 1)
+    for row in rows:
+        finish(row)
     return [results[t.id] for t in todo]
 
 

@@ -236,19 +236,25 @@ def pending_jobs(out: Path, settings: Sequence[Setting], episodes: int) -> tuple
 
 
 # --- backends ------------------------------------------------------------------------------------
-def _local(by_name: dict[str, Setting], jobs: Sequence[Job], workers: int) -> Iterator[dict[str, Any]]:
+def run_local(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], workers: int) -> Iterator[Any]:
+    """Yield ``fn(*job)`` for every job: in this process in order (``workers`` <= 1), else on a
+    process pool in the order they finish (``fn`` must be importable by the workers)."""
     if workers <= 1:
         for job in jobs:
-            yield run_job(by_name[job.setting], job.episode)
+            yield fn(*job)
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
     # spawn, not fork: the parent may hold threads (the progress bar) and loaded simulators
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(run_job, by_name[j.setting], j.episode) for j in jobs]
+        futures = [pool.submit(fn, *job) for job in jobs]
         for future in as_completed(futures):
             yield future.result()
+
+
+def _local(by_name: dict[str, Setting], jobs: Sequence[Job], workers: int) -> Iterator[dict[str, Any]]:
+    return run_local(run_job, [(by_name[j.setting], j.episode) for j in jobs], workers)
 
 
 def run_sweep(
