@@ -95,3 +95,36 @@ def test_iteration_limit_says_how_to_go_on():
                   "--eps-abs", "1e-14")
     assert r.code == 0, r.stderr
     assert "status iteration_limit" in r.stdout and "--max-iter continues" in r.stdout
+
+
+def test_history_and_convergence_plot(tmp_path):
+    """The history holds the certified bounds per iteration, ending at the answer's; --plot draws them."""
+    from support import shared_model
+
+    path = shared_model("dive-and-rise/dive_and_rise_action_rewards.nm")
+    prop = (path.parent / "dive_and_rise_prop_10.props").read_text()
+    png = tmp_path / "conv.png"
+    r = run_mopmc("convex", path, "--prop", prop, "--soft", "--json", "--plot", png)
+    assert r.code == 0, r.stderr
+    out = r.json()
+    h = out["history"]
+    assert [e["iteration"] for e in h] == list(range(out["iterations"] + 1))
+    assert h[-1]["upper"] == out["loss"] and min(h[-1]["lower"], out["loss"]) == out["lower_bound"]
+    calls = [e["oracle_calls"] for e in h]
+    assert calls[0] == 2 * 10 and calls == sorted(calls) and calls[-1] <= 2 * 10 + 2 * out["iterations"]
+    lows, ups = [e["lower"] for e in h], [e["upper"] for e in h if e["upper"] != "inf"]
+    scale = max(1e-12, abs(out["loss"]))
+    assert all(b >= a - 1e-6 * scale for a, b in zip(lows, lows[1:]))  # the outer polytope only shrinks
+    assert all(b <= a + 1e-6 * scale for a, b in zip(ups, ups[1:]))  # the inner one only grows
+    assert out["plot"] == str(png) and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # two objectives: the objective-space panel too
+    two = tmp_path / "two.svg"
+    r = run_mopmc("convex", files.tradeoff, "--prop", PROP, "--plot", two)
+    assert r.code == 0, r.stderr
+    assert two.read_text().lstrip().startswith("<?xml") and "vertices found" in two.read_text()
+
+
+def test_bad_plot_paths(tmp_path):
+    assert_one_line_error(run_mopmc("convex", files.tradeoff, "--prop", PROP, "--plot", tmp_path / "x.txt"), "--plot", ".png")
+    assert_one_line_error(run_mopmc("convex", files.tradeoff, "--prop", PROP, "--plot", tmp_path / "no" / "x.png"),
+                          "--plot", "does not exist")

@@ -110,7 +110,7 @@ def load_binding(spec: str | None):
 
 
 def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter, engine,
-                   json_out, export_path, binding, kind, device=None) -> None:
+                   json_out, export_path, binding, kind, device=None, plot=None) -> None:
     from mopmc.queries.convex import convex_query
 
     if soft and target is not None:
@@ -125,6 +125,11 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
         check_device_name(device)  # no torch or a misspelt device fails before the model is built
     if kind not in ("randomised", "mixture"):
         raise PropertyError(f"--scheduler-kind {kind!r}: use randomised or mixture")
+    if plot is not None:
+        from mopmc.queries.plot import _pyplot, check_plot_path
+
+        check_plot_path(plot)
+        _pyplot()  # no matplotlib: say so before the model is built
     if loss not in ("mse", "wmse", "var"):
         raise PropertyError(f"--loss {loss!r}: use mse, wmse or var")
     loaded, p = load_multi(model, prop, const, valuations=export_path is not None, engine=engine, device=device)
@@ -143,6 +148,11 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     out["timings"] = {**load_timings(loaded), **out["timings"]}
     if export_path:
         out["scheduler"] = export(export_path, loaded.model, res, binding=bind, kind=kind)
+    if plot is not None:
+        from mopmc.queries.plot import plot_convex
+
+        title = f"{model}: convex query ({res.loss_name}), {res.status}, {res.iterations} iterations"
+        out["plot"] = str(plot_convex(res, plot, title=title))
     if json_out:
         print_json(out)
     else:
@@ -192,7 +202,8 @@ def convex(
     export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the scheduler (docs/formats.md)."),
     binding: Optional[str] = typer.Option(None, "--binding", help="paper-switch or a runtime binding JSON: export a file the switch runtime executes."),
     kind: str = typer.Option("randomised", "--scheduler-kind", help="randomised (one memoryless scheduler) or mixture."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Draw the convergence (bounds and gap per iteration; with 2 objectives the objective space too): .png, .pdf or .svg."),
 ) -> None:
     """Minimise a convex loss over the achievable values within a box, with certified bounds."""
     run_cli(lambda: convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter,
-                                   engine, json_out, export_scheduler, binding, kind, device))
+                                   engine, json_out, export_scheduler, binding, kind, device, plot))

@@ -119,7 +119,9 @@ class ConvexResult:
     ``stalled`` (the gap is still open but the oracle's answer in the direction that could close it
     adds nothing: the gap is at the precision of the oracle and the conic solver; ``loss`` and
     ``lower_bound`` are still valid bounds) or ``iteration_limit`` (``max_iter`` iterations).
-    ``schedulers[i]`` is the oracle's scheduler of ``vertices[i]``.
+    ``schedulers[i]`` is the oracle's scheduler of ``vertices[i]``. ``history``: per iteration
+    (0 = after the initial oracle calls) the bounds ``lower`` and ``upper`` (``inf`` while no
+    vertex lies in the box), the oracle calls so far and the seconds since the start.
     """
 
     status: str
@@ -139,6 +141,7 @@ class ConvexResult:
     eps_rel: float = 1e-4
     eps_abs: float = 1e-10
     timings: dict = field(default_factory=dict)
+    history: tuple = ()
 
     def support(self) -> list[int]:
         """Indices of the vertices with positive weight."""
@@ -160,6 +163,7 @@ class ConvexResult:
             "box": {"lower": _opt(lo), "upper": _opt(up)},
             "vertices": [{"point": self.vertices[i].tolist(), "weight": float(self.weights[i])} for i in self.support()],
             "timings": self.timings,
+            "history": [dict(h) for h in self.history],
         }
         if self.separating_direction is not None:
             out["separating_direction"] = self.separating_direction
@@ -525,8 +529,11 @@ def convex_query(
     if waited:  # (within setup: the torch engine waited for a warm-up's device work)
         timings["warm_wait"] = waited
     poly = _Polytopes(m)
+    history: list[dict] = []
+    calls = [0]
 
     def ask(w):
+        calls[0] += 1
         ts = time.perf_counter()
         v = _call(oracle, w, objectives)
         timings["oracle"] += time.perf_counter() - ts
@@ -553,6 +560,8 @@ def convex_query(
         best = _upper(poly, loss, lo, up)
         timings["upper"] += time.perf_counter() - ts
         upper = best[0] if best is not None else math.inf
+        history.append({"iteration": it, "lower": float(low[0]), "upper": float(upper), "oracle_calls": calls[0],
+                        "seconds": time.perf_counter() - t0})
         if progress is not None:
             progress(it, low[0], upper)
         if best is not None and upper - low[0] <= max(eps_abs, eps_rel * abs(upper)):
@@ -583,7 +592,7 @@ def convex_query(
     return ConvexResult(
         status, objectives, loss.name, point, float(upper) if status != "infeasible" else math.inf,
         lower, float(gap) if status != "infeasible" else math.inf, it, poly.V.copy(), lam, tuple(poly.schedulers),
-        None if low is None else low[1], (lo, up), sep, eps_rel, eps_abs, timings,
+        None if low is None else low[1], (lo, up), sep, eps_rel, eps_abs, timings, tuple(history),
     )
 
 

@@ -110,3 +110,101 @@ def plot_pareto(result, path: str | Path, title: str | None = None) -> Path:
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+PLOT_SUFFIXES = (".png", ".pdf", ".svg")
+
+
+def check_plot_path(path: str | Path, option: str = "--plot") -> Path:
+    """A picture file name matplotlib writes (by its suffix), in an existing folder."""
+    path = Path(path)
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise PropertyError(f"{option} {path}: give a {', '.join(PLOT_SUFFIXES)} file")
+    if not path.parent.is_dir():
+        raise PropertyError(f"{option} {path}: the folder {path.parent} does not exist")
+    return path
+
+
+def plot_convex(result, path: str | Path, title: str | None = None) -> Path:
+    """Convergence of a convex query (a :class:`~mopmc.queries.convex.ConvexResult`): its certified
+    bounds and gap per iteration; with two objectives also the objective space (the vertices found,
+    their hull, the box, the answer and the last lower point)."""
+    plt = _pyplot()
+    h = result.history
+    two = len(result.objectives) == 2 and len(result.vertices)
+    fig, axes = plt.subplots(1, 3 if two else 2, figsize=(13 if two else 9, 3.8), squeeze=False)
+    ax = axes[0][0]
+    it = [r["iteration"] for r in h]
+    up = np.array([r["upper"] for r in h], float)
+    low = np.array([r["lower"] for r in h], float)
+    low = np.minimum(low, up)  # the certified lower bound (a lower program a hair above the loss: the loss)
+    ax.plot(it, np.where(np.isfinite(up), up, np.nan), "o-", ms=3, color="tab:blue", label="upper bound (loss at the answer)")
+    ax.plot(it, low, "s-", ms=3, color="tab:orange", label="lower bound")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel(f"loss ({result.loss_name})")
+    for a in axes[0][:2]:
+        a.set_xlim(-0.5, max(it, default=0) + 0.5)
+        a.xaxis.get_major_locator().set_params(integer=True)
+    ax.legend(fontsize=7)
+    ax = axes[0][1]
+    gap = up - low
+    tol = np.maximum(result.eps_abs, result.eps_rel * np.abs(up))
+    shown = np.isfinite(gap) & (gap > 0)
+    if shown.any():
+        ax.semilogy(np.array(it)[shown], gap[shown], "o-", ms=3, color="tab:green", label="gap")
+        ax.semilogy(np.array(it)[shown], tol[shown], "--", color="gray", label="tolerance")
+        ax.legend(fontsize=7)
+    else:
+        ax.text(0.5, 0.5, "gap 0 from the start", ha="center", va="center", transform=ax.transAxes)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("upper - lower")
+    if two:
+        _objective_space(axes[0][2], result)
+    fig.suptitle(title or f"convex query: {result.status}, {result.iterations} iterations", fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def _objective_space(ax, result) -> None:
+    from scipy.spatial import ConvexHull
+
+    V = np.asarray(result.vertices, float)
+    ax.plot(V[:, 0], V[:, 1], "o", color="black", ms=3, label="vertices found")
+    hull = None
+    if len(V) >= 3:
+        try:
+            hull = V[ConvexHull(V).vertices]
+        except Exception:  # collinear: drawn as a segment below
+            hull = None
+    if hull is not None:
+        ax.fill(hull[:, 0], hull[:, 1], color="tab:blue", alpha=0.2, label="their hull")
+    elif len(V) >= 2:
+        ends = V[np.lexsort((V[:, 1], V[:, 0]))][[0, -1]]
+        ax.plot(ends[:, 0], ends[:, 1], "-", color="tab:blue", alpha=0.5, lw=3, label="their hull")
+    lo, up = result.box
+    if lo is not None and up is not None:
+        span = np.maximum(V.max(axis=0) - V.min(axis=0), 1e-9)
+        a = np.where(np.isfinite(lo), lo, V.min(axis=0) - span)
+        b = np.where(np.isfinite(up), up, V.max(axis=0) + span)
+        if np.isfinite(lo).any() or np.isfinite(up).any():
+            ax.plot([a[0], b[0], b[0], a[0], a[0]], [a[1], a[1], b[1], b[1], a[1]], "--", color="tab:red", lw=1, label="box")
+    if result.lower_point is not None:
+        ax.plot(*result.lower_point, "x", color="tab:orange", ms=8, label="lower point")
+    if result.point is not None:
+        ax.plot(*result.point, "*", color="tab:green", ms=12, label="answer")
+    names = [o.text for o in result.objectives]
+    ax.set_xlabel(names[0], fontsize=8)
+    ax.set_ylabel(names[1], fontsize=8)
+    seen = [V] + [np.asarray(q, float).reshape(1, 2) for q in (result.point, result.lower_point) if q is not None]
+    for bound in (lo, up):
+        if bound is not None:
+            b = np.asarray(bound, float)
+            seen.append(np.where(np.isfinite(b), b, V[0]).reshape(1, 2))
+    P = np.vstack(seen)
+    pad = 0.1 * np.maximum(P.max(axis=0) - P.min(axis=0), 1e-9)
+    ax.set_xlim(P[:, 0].min() - pad[0], P[:, 0].max() + pad[0])
+    ax.set_ylim(P[:, 1].min() - pad[1], P[:, 1].max() + pad[1])
+    ax.legend(fontsize=7)
