@@ -113,9 +113,14 @@ def test_a_restarted_run_does_only_what_is_missing(tmp_path, monkeypatch):
     assert {f: f.stat().st_mtime_ns for f in kept} == kept
     assert [r["id"] for r in again] == [r["id"] for r in first]
     assert [r["point"] for r in again] == [r["point"] for r in first]
-    # another question in the same folder is refused, naming what differs
+    # a level given twice is the same question (nothing to do); another question is refused, naming what differs
+    assert len(sens.run(p, QUERY, tmp_path, levels=(0.05, 0.05))) == 41 and len(calls) == 3
     with pytest.raises(Exception, match="levels"):
         sens.run(p, QUERY, tmp_path, levels=(0.1,))
+    from dataclasses import replace
+
+    with pytest.raises(Exception, match="parameters_sha"):  # other costs: another model
+        sens.run(replace(p, costs={"primary": 1.0, "secondary": 3.0}), QUERY, tmp_path, levels=(0.05,))
 
 
 def test_the_cli_is_killed_and_resumed_without_losing_or_repeating_work(tmp_path):

@@ -176,7 +176,13 @@ def _run_file(out: Path, task_id: str) -> Path:
 
 
 def _params_digest(params: SwitchParameters) -> str:
-    return hashlib.sha256(json.dumps([(k.id, k.value) for k in knobs(params)] + [params.n, params.k]).encode()).hexdigest()[:16]
+    """What of the parameters makes the model (not where they came from)."""
+    from dataclasses import asdict
+
+    doc = {k: v for k, v in asdict(params).items() if k not in ("source", "provenance")}
+    doc["metrics"] = [{k: v for k, v in m.items() if k != "provenance"} for m in doc["metrics"]]
+    doc["knobs"] = [(k.id, k.value) for k in knobs(params)]  # an enter from the delay distribution too
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _spec(params: SwitchParameters, query: Query, levels: Sequence[float]) -> dict:
@@ -214,6 +220,7 @@ def run(params: SwitchParameters, query: Query, out: str | Path, *, levels: Sequ
         raise ConfigError(f"--levels {','.join(map(str, levels)) or '(none)'}: give levels in (0, 1), e.g. 0.015,0.03")
     if workers < 1:
         raise ConfigError(f"--workers {workers}: must be >= 1")
+    levels = sorted({float(d) for d in levels})
     objectives_of(params, query)  # a bad property fails here, before anything is written
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
