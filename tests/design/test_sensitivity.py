@@ -178,6 +178,9 @@ def test_cli_bad_input(tmp_path):
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--levels", "a,b"), "--levels")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--loss", "huber"), "--loss")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--engine", "lp"), "--engine")
+    assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--device", "cuda"), "--device")
+    if __import__("importlib").util.find_spec("torch") is not None:
+        assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--engine", "torch", "--device", "gpu0"), "--device")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--workers", "0", "--n", "2"), "--workers")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--params", tmp_path / "none.yaml"), "none.yaml")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--n", "2", "--prop", 'multi(R{"foo"}<=1 [C])'), "foo")

@@ -100,6 +100,10 @@ def sensitivity(
             raise ConfigError(f"--engine {engine!r}: use kernel or torch")
         if device is not None and engine != "torch":
             raise ConfigError(f"--device {device}: only --engine torch runs on a device")
+        if engine == "torch":
+            from mopmc.engine.torch_engine import check_device_name
+
+            check_device_name(device)
         if loss not in ("mse", "var"):
             raise ConfigError(f"--loss {loss!r}: use mse or var")
         try:
