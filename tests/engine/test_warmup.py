@@ -95,3 +95,17 @@ def test_a_torch_warm_up_inside_itself_does_not_wait_for_itself():
     thread = warmup.start("convex", "torch", "cpu")
     thread.join(timeout=300)
     assert not thread.is_alive()  # its own TorchEngine did not join it (that would never end)
+
+
+@pytest.mark.parametrize("builder", ["storm", "mopmc"])
+def test_the_warm_up_compiles_the_goal_memory_search_as_the_real_call_uses_it(builder):
+    """Reachability objectives with distinct targets need the product search; the warm-up calls it
+    with the types of a loaded model, so the real call finds it compiled (one signature)."""
+    from mopmc.engine import numba_kernels as nk
+    from mopmc.engine.reductions import goal_memory
+
+    warmup._goal_memory(warmup._tiny()[0])
+    loaded = load(files.robot, properties='multi(P>=0.5 [F "goal"], P<=0.2 [F "hazard"])', builder=builder)
+    problem, pmap, _ = goal_memory.apply(loaded.model, loaded.properties()[0].objectives)
+    assert not pmap.identity and len(pmap.decided) == 2
+    assert len(nk.product_bfs.compiled.signatures) == 1

@@ -225,19 +225,21 @@ def all_successors_in(indptr, targets, inside, n_choices):
 
 
 @_lazy
-def product_bfs(row_groups, indptr, targets, choice_ok, n_states, n_memory, decided, initial, drop_full, full):
+def product_bfs(row_groups, indptr, targets, choice_ok, n_states, decided, initial, drop_full, full, index):
     """Reachable states ``(s, b)`` of the goal-memory product, in BFS order.
 
     ``b`` is the memory before observing ``s``; a successor of ``(s, b)`` gets ``b | decided[s]``.
     With ``drop_full`` successors whose memory is ``full`` are dropped (nothing is left to collect).
-    Returns ``index`` (dense ``b * n + s`` -> product state or -1) and the product states' ``s``, ``b``.
+    ``index`` (dense over ``b * n + s``, all zeros) receives product state + 1 (0: unreached); the
+    caller allocates it with ``np.zeros``, so that only the pages of memory values the search
+    reaches are ever touched (with 8 bits the table spans 256 copies of the states). Returns the
+    product states' ``s`` and ``b``.
     """
-    index = np.full(n_states * n_memory, -1, np.int64)
     cap = 1024
     st = np.empty(cap, np.int64)
     mem = np.empty(cap, np.int64)
     count = 0
-    index[initial] = 0
+    index[initial] = 1
     st[0] = initial
     mem[0] = 0
     count = 1
@@ -253,7 +255,7 @@ def product_bfs(row_groups, indptr, targets, choice_ok, n_states, n_memory, deci
                 continue
             for k in range(indptr[c], indptr[c + 1]):
                 key = b2 * n_states + targets[k]
-                if index[key] < 0:
+                if index[key] == 0:
                     if count == cap:
                         cap *= 2
                         st2 = np.empty(cap, np.int64)
@@ -262,11 +264,11 @@ def product_bfs(row_groups, indptr, targets, choice_ok, n_states, n_memory, deci
                         mem2[:count] = mem[:count]
                         st = st2
                         mem = mem2
-                    index[key] = count
-                    st[count] = targets[k]
-                    mem[count] = b2
                     count += 1
-    return index, st[:count].copy(), mem[:count].copy()
+                    index[key] = count
+                    st[count - 1] = targets[k]
+                    mem[count - 1] = b2
+    return st[:count].copy(), mem[:count].copy()
 
 
 @_lazy

@@ -36,11 +36,23 @@ def _tiny():
     return model, objectives
 
 
+def _goal_memory(model) -> None:
+    """The goal-memory product's search (reachability objectives with distinct targets; the tiny
+    model's total rewards never need it), called as :func:`mopmc.engine.reductions.goal_memory.apply`
+    calls it."""
+    from mopmc.engine import numba_kernels as nk
+
+    n = model.n_states
+    nk.product_bfs(model.row_groups, model.indptr, model.targets, np.ones(model.n_choices, bool), n,
+                   np.zeros(n, np.int64), model.initial, True, 1, np.zeros(2 * n, np.int64))
+
+
 def warm(kind: str = "check", engine: str = "kernel", device: str | None = None) -> None:
     """Run the engine (and for ``kind="convex"`` the convex query) once on the tiny model; with
     ``engine="torch"`` on ``device`` (importing torch and starting CUDA: about 1-2 s more)."""
     try:
         model, objectives = _tiny()
+        _goal_memory(model)
         if kind == "convex":
             from mopmc.queries.convex import convex_query
 

@@ -111,9 +111,9 @@ def apply(
     # the identity product of a model known reachable (Storm built it): nothing to search
     known = k == 0 and choice_mask is None and known_reachable(model)
     if not known:
-        index, st, mem = nk.product_bfs(
-            model.row_groups, model.indptr, model.targets, ok, n, 1 << k, dbits, model.initial, drop_full, full
-        )
+        index = np.zeros(n << k, np.int64)  # product state + 1; untouched pages cost nothing
+        st, mem = nk.product_bfs(model.row_groups, model.indptr, model.targets, ok, n, dbits, model.initial,
+                                 drop_full, full, index)
     rg0 = model.row_groups
     identity = known or (k == 0 and len(st) == n and choice_mask is None)
     if identity:
@@ -128,8 +128,8 @@ def apply(
         if k == 0:  # keep the model's state order: nicer schedulers, better locality
             order = np.sort(st)
             st, mem = order, np.zeros(len(order), np.int64)
-            index = np.full(n, -1, np.int64)
-            index[st] = np.arange(len(st), dtype=np.int64)
+            index = np.zeros(n, np.int64)
+            index[st] = np.arange(1, len(st) + 1, dtype=np.int64)
         lens = rg0[st + 1] - rg0[st]
         pc_all = np.repeat(rg0[st] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(lens.sum())
         owner_all = np.repeat(np.arange(len(st), dtype=np.int64), lens)
@@ -140,7 +140,7 @@ def apply(
         ip_all, idx = gather_rows(model.indptr, pc)
         towner = np.repeat(owner, np.diff(ip_all))
         b2 = mem[towner] | dbits[st[towner]]
-        tgt = index[b2 * n + model.targets[idx]]
+        tgt = index[b2 * n + model.targets[idx]] - 1
         if drop_full:
             tgt = np.where(b2 == full, -1, tgt)
         live = tgt >= 0
@@ -153,7 +153,7 @@ def apply(
         ip = np.zeros(len(pc) + 1, np.int64)
         np.cumsum(kept, out=ip[1:])
         tg, pr = tgt[live], model.probs[idx][live]
-        init = 0 if k else int(index[model.initial])
+        init = 0 if k else int(index[model.initial]) - 1
     owner = None
     ori = orientation(objectives)
     R = np.empty((len(pc), len(objectives)), np.float64)
