@@ -179,6 +179,12 @@ def _random_program(rng: np.random.Generator) -> str:
         return f"{v} {op} {k}"
 
     def guard():
+        r = rng.random()
+        if r < 0.2:  # disjuncts sharing a conjunct: the builder pre-tests what they all imply
+            shared = atom()
+            return f"({shared} & {atom()}) | ({atom()} & {shared})"
+        if r < 0.3:  # a conjunction with a disjunction inside
+            return f"({atom()} | {atom()}) & {atom()}"
         parts = [atom() for _ in range(int(rng.integers(1, 3)))]
         return f" {rng.choice(['&', '|'])} ".join(parts)
 
@@ -217,6 +223,28 @@ def _random_program(rng: np.random.Generator) -> str:
     out += ['rewards "r2"', f"  [] {guard()} : x + 1;", f"  [b] true : y / 3;", f"  [] {atom()} : 0.25;", "endrewards"]
     out += [f'label "l" = {guard()};']
     return "\n".join(out) + "\n"
+
+
+def test_implied_ranges_are_necessary_and_found_through_disjunctions(tmp_path):
+    from mopmc.io import storm
+    from mopmc.io.explicit.bytecode import implied_ranges
+
+    path = tmp_path / "m.nm"
+    path.write_text(
+        "mdp\nmodule m\n s : [0..8] init 0;\n m : [0..1] init 0;\n [] s < 8 -> (s'=s+1);\nendmodule\n"
+        "formula task = s=7 & (m=1 => s>=2);\n"
+        'label "a" = (task & m=1) | (task & m=0);\n'  # both disjuncts imply s = 7
+        'label "b" = (s>=2 & s<=4) | (s=6 & m=1);\n'  # s in [2, 6] (the hull), m only in one disjunct
+        'label "c" = s=3 => m=1;\n'  # an implication: nothing necessary
+        'label "d" = (s>=2 | m=1) & s<=5;\n'  # s <= 5 only
+    )
+    program = storm.parse_program(path).substitute_constants().substitute_formulas()
+    index = {"s": 0, "m": 1}
+    got = {lab.name: implied_ranges(lab.expression, index) for lab in program.labels}
+    assert got["a"] == {0: (7, 7)}
+    assert got["b"] == {0: (2, 6)}
+    assert got["c"] == {}
+    assert got["d"][0][1] == 5 and set(got["d"]) == {0}
 
 
 @pytest.mark.parametrize("seed", range(25))

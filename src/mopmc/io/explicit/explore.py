@@ -379,7 +379,7 @@ def _unpack(key, lo, shift, mask, vals):
 
 
 def _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi):
-    """Whether reward item ``i``'s range tests hold at the packed state ``key``."""
+    """Whether item ``i``'s range tests (a reward item's, a label's) hold at the packed state ``key``."""
     for t in range(pre_ptr[i], pre_ptr[i + 1]):
         j = pre_var[t]
         v = ((key >> shift[j]) & mask[j]) + lo[j]
@@ -436,19 +436,34 @@ def _choice_rewards(
     return out
 
 
-def _state_values(rows, consts, start, depth, keys, lo, shift, mask, e):
-    """Expression ``e`` at every state."""
-    out = np.empty(keys.shape[0], np.float64)
+def _state_labels(rows, consts, start, depth, keys, lo, shift, mask, l_expr, pre_ptr, pre_var, pre_lo, pre_hi):
+    """Every label at every packed state, ``(n_labels, n_states)``, in one pass: label ``i`` holds
+    where its range tests (``pre_*[pre_ptr[i]:pre_ptr[i+1]]``, on the packed state) and its
+    expression ``l_expr[i]`` (-1: none) hold; a state is unpacked once, and only when some label
+    needs its expression there."""
+    n_labels = l_expr.shape[0]
+    out = np.zeros((n_labels, keys.shape[0]), np.bool_)
     vals = np.empty(lo.shape[0], np.float64)
     stack = np.empty(depth + 1, np.float64)
     for s in range(keys.shape[0]):
-        _unpack(keys[s], lo, shift, mask, vals)
-        out[s] = _evaluate(rows, consts, start[e], start[e + 1], vals, stack)
+        key = keys[s]
+        unpacked = False
+        for i in range(n_labels):
+            if not _item_holds(i, key, vals, lo, shift, mask, pre_ptr, pre_var, pre_lo, pre_hi):
+                continue
+            e = l_expr[i]
+            if e < 0:
+                out[i, s] = True
+                continue
+            if not unpacked:
+                _unpack(key, lo, shift, mask, vals)
+                unpacked = True
+            out[i, s] = _evaluate(rows, consts, start[e], start[e + 1], vals, stack) != 0.0
     return out
 
 
 _HELPERS = ("_evaluate", "_grow", "_find", "_dense", "_rehash", "_unpack", "_item_holds")
-_ENTRIES = ("_explore", "_decode", "_state_values", "_choice_rewards")
+_ENTRIES = ("_explore", "_decode", "_state_labels", "_choice_rewards")
 _LOCK = threading.Lock()
 _compiled: dict = {}
 
@@ -489,9 +504,9 @@ def decode(keys, lo, shift, mask):
     return _kernel("_decode")(keys, lo, shift, mask)
 
 
-def state_values(rows, consts, start, depth, keys, lo, shift, mask, e):
-    """Expression ``e`` at every packed state."""
-    return _kernel("_state_values")(rows, consts, start, depth, keys, lo, shift, mask, e)
+def state_labels(*args):
+    """Every label at every packed state (see ``_state_labels``)."""
+    return _kernel("_state_labels")(*args)
 
 
 def choice_rewards(*args):

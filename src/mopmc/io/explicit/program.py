@@ -12,7 +12,7 @@ import numpy as np
 from mopmc.errors import InvalidModelError, MopmcError
 from mopmc.io import storm
 from mopmc.io.explicit import explore as ex
-from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, counter_update, range_test, rational_literal
+from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, counter_update, implied_ranges, range_test, rational_literal
 from mopmc.io.explicit.rewards_text import ATOM_LABEL, ITEMS_MODULE, item_value, reward_items, strip_comments, with_items_module
 from mopmc.model.sparse_mdp import SparseMDP, StateValuations
 
@@ -146,7 +146,7 @@ def _build(program, reward_names, items, atoms, valuations, source, before_explo
     items_module = next(m for m in program.modules if m.name == ITEMS_MODULE)
     item_exprs = [(c.guard_expression, item_value(c.updates[0].probability_expression)) for c in list(items_module.commands)[1:]]
     rewards = _rewards(code, index, layout, keys, row_groups, choice_gen, action_of_gen, items, item_exprs, reward_names)
-    labels = _labels(program, code, layout, keys, row_groups, choice_gen, atoms)
+    labels = _labels(program, code, index, layout, keys, row_groups, choice_gen, atoms)
     action_names, actions = _actions(action_of_gen, choice_gen)
     vals = StateValuations(tuple(layout.names), layout.kinds, ex.decode(keys, *layout.packing())) if valuations else None
     row_groups, indptr, targets, probs, actions = map(_frozen_out, (row_groups, indptr, targets, probs, actions))
@@ -198,15 +198,22 @@ def _rewards(code: Code, index, layout: _Layout, keys, row_groups, choice_gen, a
     return {name: _frozen_out(out[m]) for m, name in enumerate(order)}
 
 
-def _labels(program, code: Code, layout: _Layout, keys, row_groups, choice_gen, atoms) -> dict:
+def _labels(program, code: Code, index, layout: _Layout, keys, row_groups, choice_gen, atoms) -> dict:
     """The program's labels, the atoms' labels, ``init`` and ``deadlock`` (the states Storm gives a
-    self-loop)."""
-    labels = {}
+    self-loop). All labels in one pass over the states; conjuncts testing one variable against a
+    literal are range tests on the packed state (as guards)."""
     atom_names = {ATOM_LABEL.format(k): atom for k, atom in enumerate(atoms)}
+    names, l_expr, pre_ptr, pre_var, pre_lo, pre_hi = [], [], [0], [], [], []
     for label in program.labels:
-        e = code.add(label.expression)
-        rows, consts, start = code.arrays()
-        labels[atom_names.get(label.name, label.name)] = ex.state_values(rows, consts, start, np.int64(code.depth), keys, *layout.packing(), np.int64(e)) != 0.0
+        names.append(atom_names.get(label.name, label.name))
+        l_expr.append(_guard(code, index, label.expression, pre_ptr, pre_var, pre_lo, pre_hi))
+    rows, consts, start = code.arrays()
+    def arr(x):
+        return np.array(x, np.int64)
+
+    holds = ex.state_labels(rows, consts, start, np.int64(code.depth), keys, *layout.packing(), arr(l_expr),
+                            arr(pre_ptr), arr(pre_var), arr(pre_lo), arr(pre_hi))
+    labels = {name: holds[i] for i, name in enumerate(names)}
     n = len(keys)
     labels["init"] = np.zeros(n, bool)
     labels["init"][0] = True
@@ -239,16 +246,21 @@ def literal(e) -> float:
 
 def _guard(code: Code, index, guard, pre_ptr, pre_var, pre_lo, pre_hi) -> int:
     """Split a guard into range tests of one variable against a literal (appended to ``pre_*``,
-    then the new end to ``pre_ptr``) and the rest, compiled: its expression id, -1 for none."""
+    then the new end to ``pre_ptr``) and the rest, compiled: its expression id, -1 for none. The
+    rest's implied range tests (:func:`implied_ranges`) are tested first too."""
     rest = []
+    tests = []
     for conj in conjuncts(guard):
         test = range_test(conj, index)
         if test is None:
             rest.append(conj)
+            tests.extend((j, lo, hi) for j, (lo, hi) in implied_ranges(conj, index).items())
         else:
-            pre_var.append(test[0])
-            pre_lo.append(test[1])
-            pre_hi.append(test[2])
+            tests.insert(0, test)
+    for j, lo, hi in tests:
+        pre_var.append(j)
+        pre_lo.append(lo)
+        pre_hi.append(hi)
     pre_ptr.append(len(pre_var))
     return code.add_conjunction(rest) if rest else -1
 
