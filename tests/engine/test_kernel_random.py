@@ -167,3 +167,55 @@ def test_end_components_on_the_candidates_sub_problem_equal_the_full_loop(seed, 
     np.testing.assert_array_equal(sub.component >= 0, full.component >= 0)
     pairs = {(int(a), int(b)) for a, b in zip(sub.component, full.component) if a >= 0}
     assert sub.count == full.count == len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs})
+
+
+def _acyclic_mdp(rng, n, m):
+    """Transitions only to later states and self-loops (probability < 1); some mass goes to a sink
+    (state n, a zero-reward self-loop: worthless, so the engine makes it the terminal)."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    rg, ip, tg, pr = [0], [0], [], []
+    for s in range(n):
+        for _ in range(int(rng.integers(1, 4))):
+            later = rng.choice(np.arange(s + 1, n), size=min(n - s - 1, int(rng.integers(0, 3))), replace=False)
+            targets = sorted(set(later.tolist()) | ({s} if rng.random() < 0.4 else set()))
+            weights = rng.uniform(0.1, 1.0, len(targets))
+            if rng.random() < 0.3 or targets in ([], [s]):  # to the sink too (a self-loop never alone)
+                targets, weights = targets + [n], np.append(weights, rng.uniform(0.1, 0.5))
+            tg += targets
+            pr += (weights / weights.sum()).tolist()
+            ip.append(len(tg))
+        rg.append(len(ip) - 1)
+    tg.append(n)
+    pr.append(1.0)
+    ip.append(len(tg))
+    rg.append(len(ip) - 1)
+    k = len(ip) - 1
+    rewards = {f"r{j}": np.where(np.arange(k) < k - 1, rng.uniform(0, 2, k) * (rng.random(k) < 0.7), 0.0) for j in range(m)}
+    return SparseMDP.from_arrays(np.array(rg), np.array(ip), np.array(tg, np.int64), np.array(pr), rewards=rewards)
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 80), m=st.integers(1, 5))
+def test_acyclic_models_take_the_forward_visits_path_and_equal_the_full_pass(seed, n, m):
+    """Without cyclic blocks optimise() computes the values at the initial state by expected visits
+    (a forward pass): equal to the full backward pass of every objective (per_state) and to an
+    independent evaluation of its scheduler."""
+    rng = np.random.default_rng(seed)
+    model = _acyclic_mdp(rng, n, m)
+    senses = [("min", "max")[int(x)] for x in rng.integers(0, 2, m)]
+    objs = total_objectives(m, senses)
+    try:
+        eng = Engine(model, objs)
+    except InfiniteValueError:
+        return
+    if eng.trivial:
+        return
+    assert eng.acyclic
+    for _ in range(3):
+        w = rng.uniform(-1, 1, m)
+        fast = eng.optimise(w)
+        full = eng.optimise(w, per_state=True)
+        np.testing.assert_array_equal(fast.policy, full.policy)
+        np.testing.assert_allclose(fast.values, full.values, rtol=1e-12, atol=1e-12)
+        _check_scheduler(model, objs, fast)

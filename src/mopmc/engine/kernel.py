@@ -193,6 +193,11 @@ class Engine:
         self.self_only = _self_only(p)
         self.blocks = [self._block(p, s) if kind == "cycles" else None for kind, s in self.plan.steps]
         self.n_iterative = sum(isinstance(b, IterativeBlock) for b in self.blocks)
+        # no cyclic block: optimise() takes the scalar backward + forward-visits path (_solve_acyclic)
+        self.acyclic = all(kind == "pass" for kind, _ in self.plan.steps)
+        if self.acyclic:
+            self._order = np.concatenate([s for _, s in self.plan.steps]) if self.plan.steps else np.zeros(0, np.int64)
+            self._no_rewards = np.zeros((p.n_choices, 0))
         self.timings["total"] = time.perf_counter() - t0
 
     # ------------------------------------------------------------------ preprocessing helpers
@@ -244,6 +249,9 @@ class Engine:
         target = self.precision if precision is None else float(precision)
         start = warm.policy if warm is not None and warm.engine is self and len(warm.policy) else self.proper
         tau = target / max(self.n_iterative, 1)
+        if self.acyclic and not per_state:
+            u, choice = self._solve_acyclic(w)
+            return self._result(w, u, choice, t0)
         for _ in range(4):
             X, choice, bound = self._solve(w, start, tau)
             # block precisions are relative to each block's values: tighten when the initial value is smaller
@@ -253,6 +261,27 @@ class Engine:
             start, tau = choice, tau * max(goal / bound, 1e-3) * 0.5
         res = self._result(w, X[self.problem.initial], choice, t0, bound)
         return replace(res, state_values=self._state_values(X)) if per_state else res
+
+    def _solve_acyclic(self, w: np.ndarray):
+        """No cyclic block: the weighted optimum by one backward pass of a scalar per state, then
+        the objective values at the initial state by expected visits under its policy (one forward
+        pass): two scalars per state instead of ``m + 1``. Exact, as the full pass (up to rounding)."""
+        from mopmc.engine import numba_kernels as nk
+
+        p = self.problem
+        rho = p.rewards @ w
+        V = np.zeros(p.n_states)
+        choice = np.full(p.n_states, -1, np.int64)
+        none = np.zeros((p.n_states, 0))  # (bellman_pass with no objective columns: the weighted value only)
+        for _, states in self.plan.steps:
+            at = nk.bellman_pass(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, rho,
+                                 self._no_rewards, V, none, choice)
+            if at >= 0:
+                raise InfiniteValueError(
+                    "the weighted optimum is infinite: this direction rewards staying forever in an end component"
+                )
+        u = nk.occupation_values(self._order, p.indptr, p.targets, p.probs, choice, p.rewards, p.initial)
+        return u, choice
 
     def _solve(self, w: np.ndarray, start: np.ndarray, tau: float):
         """One pass over the plan: internal values ``X``, the policy, and the certified bound."""

@@ -346,6 +346,38 @@ def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewa
 
 
 @_lazy
+def occupation_values(order, indptr, targets, probs, choice, rewards, initial):
+    """The objective values at ``initial`` of the fixed ``choice`` per state on an acyclic part
+    (self-loops allowed; ``order`` successors first, as :func:`bellman_pass`), by expected visits:
+    one forward push of a scalar per state instead of the ``m`` values per state of a backward pass.
+    A state's visits, ``x[s] / (1 - p_self)``, collect its choice's rewards; mass that leaves to
+    the terminal is lost. States with ``choice`` -1 collect nothing."""
+    n = order.shape[0]
+    m = rewards.shape[1]
+    x = np.zeros(choice.shape[0], np.float64)
+    out = np.zeros(m, np.float64)
+    x[initial] = 1.0
+    for i in range(n - 1, -1, -1):
+        s = order[i]
+        c = choice[s]
+        xs = x[s]
+        if c < 0 or xs == 0.0:
+            continue
+        ps = 0.0
+        for k in range(indptr[c], indptr[c + 1]):
+            if targets[k] == s:
+                ps += probs[k]
+        xs = xs / (1.0 - ps)
+        for j in range(m):
+            out[j] += xs * rewards[c, j]
+        for k in range(indptr[c], indptr[c + 1]):
+            t = targets[k]
+            if t != s:
+                x[t] += xs * probs[k]
+    return out
+
+
+@_lazy
 def evaluate_pass(order, indptr, targets, probs, chosen, rewards, values):
     """Values of a fixed choice per state on an acyclic part (self-loops allowed), successors first."""
     m = rewards.shape[1]
