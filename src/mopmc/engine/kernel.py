@@ -25,6 +25,11 @@ Preprocessing (:class:`Engine`), each step keeping the map back to the model:
 7. States renumbered in processing order (``renumber="always"``, which the torch engine needs), or
    only when the order is far from sequential (``"auto"``: Storm's numbering usually is already).
 
+A model with no cyclic block (most switch models) is optimised by a backward pass of the weighted
+value alone, and its objective values at the initial state come from the expected visits under the
+chosen policy (one forward pass): two scalars per state instead of ``m + 1``. ``per_state`` results,
+and plans with cyclic blocks, take the full pass of every objective.
+
 Every step that keeps everything (no worthless states, no zero end components, all states good, a
 model Storm built and so reachable) passes the problem on without copying it.
 
