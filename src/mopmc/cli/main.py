@@ -107,6 +107,9 @@ def _register_optional() -> None:
 
 def main() -> None:
     """Entry point of the ``mopmc`` script: never a traceback for user errors."""
+    from mopmc.cli.allocator import keep_freed_memory
+
+    keep_freed_memory()
     try:
         _register_optional()
         app()
