@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import sys
 
-from mopmc.cli.main import main
+from mopmc.cli.main import entry
 
 if __name__ == "__main__":
     sys.argv = ["mopmc", "bench", *sys.argv[1:]]
-    main()
+    entry()

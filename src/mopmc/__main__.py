@@ -1,5 +1,5 @@
 """``python -m mopmc`` runs the CLI."""
 
-from mopmc.cli.main import main
+from mopmc.cli.main import entry
 
-main()
+entry()
