@@ -167,3 +167,29 @@ def test_restrict_maps_equal_the_numpy_reference():
             a, b = r.problem.indptr[c_new], r.problem.indptr[c_new + 1]
             assert list(zip(r.problem.targets[a:b], r.problem.probs[a:b])) == kept
             assert r.problem.exits[c_new] == (p.exits[c] or len(kept) < ip[c + 1] - ip[c])
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), m=st.integers(1, 3))
+def test_permute_moves_every_state_with_its_choices_transitions_and_rewards(seed, n, m):
+    from mopmc.engine.problem import Problem, permute
+
+    rng = np.random.default_rng(seed)
+    rg, ip, tg = _random_csr(rng, n)
+    nc = len(ip) - 1
+    p = Problem(rg, ip, tg, rng.random(len(tg)), rng.random((nc, m)), rng.random(nc) < 0.3, int(rng.integers(n)))
+    order = rng.permutation(n).astype(np.int64)
+    r = permute(p, order)
+    q = r.problem
+    np.testing.assert_array_equal(r.state_map[order], np.arange(n))
+    assert q.initial == r.state_map[p.initial]
+    for i, s in enumerate(order):  # new state i is old state s: same choices in the same order
+        old = np.arange(rg[s], rg[s + 1])
+        new = np.arange(q.row_groups[i], q.row_groups[i + 1])
+        np.testing.assert_array_equal(r.choice_origin[new], old)
+        for c_new, c_old in zip(new, old):
+            np.testing.assert_array_equal(q.rewards[c_new], p.rewards[c_old])
+            assert q.exits[c_new] == p.exits[c_old]
+            np.testing.assert_array_equal(q.targets[q.indptr[c_new]:q.indptr[c_new + 1]], r.state_map[tg[ip[c_old]:ip[c_old + 1]]])
+            np.testing.assert_array_equal(q.probs[q.indptr[c_new]:q.indptr[c_new + 1]], p.probs[ip[c_old]:ip[c_old + 1]])
+    assert q.rewards.flags.c_contiguous and q.rewards.shape == (nc, m)

@@ -422,6 +422,27 @@ def restrict_maps(row_groups, keep_states, keep_choices, use_choices):
 
 
 @_lazy
+def permute_maps(row_groups, order):
+    """One pass of a renumbering (``order[i]`` becomes state ``i``, choices follow their states):
+    the new number of each state, the old choice of each new one (``origin``) and the new row groups."""
+    n = order.shape[0]
+    state_map = np.empty(row_groups.shape[0] - 1, np.int64)
+    rg = np.empty(n + 1, np.int64)
+    rg[0] = 0
+    for i in range(n):
+        s = order[i]
+        state_map[s] = i
+        rg[i + 1] = rg[i] + row_groups[s + 1] - row_groups[s]
+    origin = np.empty(rg[n], np.int64)
+    for i in range(n):
+        c0 = row_groups[order[i]]
+        base = rg[i]
+        for j in range(rg[i + 1] - base):
+            origin[base + j] = c0 + j
+    return state_map, origin, rg
+
+
+@_lazy
 def gather_choices(indptr, targets, probs, origin, state_map):
     """The choices ``origin`` of a CSR (``-1``: an empty choice), targets renumbered by ``state_map``;
     transitions into removed states (``state_map < 0``) are dropped. Returns the new ``indptr``,
