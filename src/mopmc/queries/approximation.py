@@ -11,7 +11,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.optimize import linprog
 
 _OPTS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 DUPLICATE = 1e-12
@@ -27,6 +26,8 @@ def solve_lp(what: str, c, **kw):
     recompute every reported quantity from the returned primal solution, so a looser solve only
     costs optimality of the direction or mixture, not soundness. Returns the result with status
     0 (optimal) or 2 (infeasible); anything else raises."""
+    from scipy.optimize import linprog  # 0.15 s of import, paid where an LP is solved first
+
     res = None
     for method, options in (("highs", _OPTS), ("highs", {}), ("highs-ipm", {})):
         res = linprog(c, method=method, options=options, **kw)
