@@ -219,3 +219,30 @@ def test_acyclic_models_take_the_forward_visits_path_and_equal_the_full_pass(see
         np.testing.assert_array_equal(fast.policy, full.policy)
         np.testing.assert_allclose(fast.values, full.values, rtol=1e-12, atol=1e-12)
         _check_scheduler(model, objs, fast)
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 12), m=st.integers(1, 3))
+def test_renumbered_and_original_numbering_give_the_same_results(seed, n, m):
+    """``renumber="auto"`` keeps a small model's numbering (the identity: no copies) and
+    ``"always"`` renumbers in processing order: the same optimum, per-state values and scheduler."""
+    rng = np.random.default_rng(seed)
+    model = random_mdp(rng, n, m, max_choices=3)
+    objs = total_objectives(m, [("min", "max")[int(x)] for x in rng.integers(0, 2, m)])
+    try:
+        auto, always = Engine(model, objs), Engine(model, objs, renumber="always")
+    except InfiniteValueError:
+        return
+    if auto.trivial:
+        return
+    assert auto.perm.problem is auto.good.problem  # not renumbered
+    for _ in range(2):
+        w = rng.uniform(0, 1, m)
+        try:
+            a, b = auto.optimise(w, per_state=True), always.optimise(w, per_state=True)
+        except InfiniteValueError:
+            return
+        np.testing.assert_allclose(a.values, b.values, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(a.state_values, b.state_values, rtol=1e-9, atol=1e-9)
+        _check_scheduler(model, objs, a)
+        _check_scheduler(model, objs, b)

@@ -189,9 +189,12 @@ class Engine:
             order, renumbered = np.arange(len(order)), False
         self.perm = permute(self.good.problem, order)
         p = self.problem = self.perm.problem
-        self.proper = _global(self.perm, proper[order], self.good.problem)
-        sm = self.perm.state_map
-        self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
+        if renumbered:
+            self.proper = _global(self.perm, proper[order], self.good.problem)
+            sm = self.perm.state_map
+            self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
+        else:  # the identity: no copies of every state's arrays
+            self.proper, self.plan = proper, first
         self.contiguous = renumbered or all(is_range(s) for _, s in self.plan.steps)
         stamp("renumber")
         self.matrix = p.matrix() if any(kind == "cycles" for kind, _ in self.plan.steps) else None  # for the cyclic blocks
