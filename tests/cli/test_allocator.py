@@ -26,18 +26,25 @@ a = np.ones(20 << 17)  # 20 MiB, touched
 mapped_while_alive = libc.mallinfo2().hblkhd
 del a
 info = libc.mallinfo2()
-print(int(tuned), mapped_while_alive, info.fordblks)
+from numpy._core.multiarray import _get_madvise_hugepage
+print(int(tuned), mapped_while_alive, info.fordblks, int(_get_madvise_hugepage()))
 """
 
 
-def _probe(how: str, malloc: str | None = None) -> tuple[bool, int, int]:
+def _probe(how: str, malloc: str | None = None) -> tuple[bool, int, int, bool]:
     env = {k: v for k, v in os.environ.items() if k != "MOPMC_MALLOC"}
     if malloc is not None:
         env["MOPMC_MALLOC"] = malloc
     out = subprocess.run([sys.executable, "-c", PROBE, how], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0, out.stderr
-    tuned, mapped, free = out.stdout.split()
-    return bool(int(tuned)), int(mapped), int(free)
+    tuned, mapped, free, huge = out.stdout.split()
+    return bool(int(tuned)), int(mapped), int(free), bool(int(huge))
+
+
+def _numpy_default_huge_pages() -> bool:
+    """numpy's own choice in a fresh process (on for Linux 4.6 and newer, unless its environment variable says otherwise)."""
+    code = "from numpy._core.multiarray import _get_madvise_hugepage as g; print(int(g()))"
+    return bool(int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout))
 
 
 def _has_mallinfo2() -> bool:
@@ -50,22 +57,24 @@ def _has_mallinfo2() -> bool:
 
 @pytest.mark.skipif(not _has_mallinfo2(), reason="needs glibc >= 2.33 (mallinfo2)")
 def test_tuned_allocator_serves_large_arrays_from_the_heap_and_keeps_them_after_free():
-    tuned, mapped, free = _probe("command")
+    tuned, mapped, free, huge = _probe("command")
     assert tuned
     assert mapped < 20 << 20  # the 20 MiB array did not get its own mmap
     assert free >= 20 << 20  # and its memory stayed in the heap after del
+    assert not huge  # numpy no longer asks for transparent huge pages
 
 
 @pytest.mark.skipif(not _has_mallinfo2(), reason="needs glibc >= 2.33 (mallinfo2)")
 def test_default_allocator_when_asked_gives_large_arrays_back():
-    tuned, mapped, free = _probe("command", "default")
+    tuned, mapped, free, huge = _probe("command", "default")
     assert not tuned
+    assert huge == _numpy_default_huge_pages()
     assert mapped >= 20 << 20  # glibc's own choice: an mmap per large array
     assert free < 20 << 20
 
 
 @pytest.mark.skipif(not _has_mallinfo2(), reason="needs glibc >= 2.33 (mallinfo2)")
 def test_importing_mopmc_as_a_library_leaves_the_allocator_alone():
-    tuned, mapped, free = _probe("library")
-    assert not tuned
+    tuned, mapped, free, huge = _probe("library")
+    assert not tuned and huge == _numpy_default_huge_pages()
     assert mapped >= 20 << 20 and free < 20 << 20
