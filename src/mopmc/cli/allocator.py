@@ -10,8 +10,8 @@ It also stops numpy from asking for transparent huge pages (``madvise(MADV_HUGEP
 array of 4 MiB or more): where the kernel's THP defrag setting is ``madvise`` (the usual default),
 such a fault may stall in direct memory compaction, so first touches cost 0.1-1.8 ms per MiB from
 run to run instead of a steady 0.45. At Model A n=200 ``mopmc check`` went from 2.60-2.75 to
-2.37-2.63 s (check 0.83-0.93 -> 0.68-0.69 s), Model C team 5 with 10 objectives from 2.73-3.15 to
-2.57-2.71 s, with 7% less peak memory there.
+2.37-2.63 s (check 0.83-0.93 -> 0.68-0.69 s), Model C team 5 with 10 objectives from 3.02-3.15 to
+2.66-2.71 s, with 7% less peak memory there (docs/builder.md).
 
 Only the command does this, before any large allocation; importing :mod:`mopmc` as a library leaves
 the allocator alone. ``MOPMC_MALLOC=default`` turns both off. Elsewhere than glibc it does nothing.
