@@ -56,7 +56,7 @@ import numpy as np
 
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
-from mopmc.engine.problem import Problem, is_range, permute, restrict
+from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
 from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
 from mopmc.engine.scc import Plan, Sccs, plan
@@ -182,19 +182,17 @@ class Engine:
         stamp("plan")
         # renumber states in processing order: the compiled pass then reads memory almost sequentially
         order = np.concatenate([s for _, s in first.steps])
-        renumbered = True
-        if renumber == "auto" and len(order) > 1 and np.mean(np.abs(np.diff(order)) > 64) < 0.05:
-            # already almost sequential (e.g. Storm's BFS numbering, read backwards): renumbering
-            # would cost a full copy of the transitions and save nothing
-            order, renumbered = np.arange(len(order)), False
-        self.perm = permute(self.good.problem, order)
-        p = self.problem = self.perm.problem
+        # already almost sequential (e.g. Storm's BFS numbering, read backwards): renumbering would
+        # cost a full copy of the transitions and save nothing, so the model keeps its numbering
+        renumbered = not (renumber == "auto" and len(order) > 1 and np.mean(np.abs(np.diff(order)) > 64) < 0.05)
         if renumbered:
+            self.perm = permute(self.good.problem, order)
             self.proper = _global(self.perm, proper[order], self.good.problem)
             sm = self.perm.state_map
             self.plan = Plan(first.label[order], first.level[order], tuple((k, sm[s]) for k, s in first.steps), first.n_cyclic)
-        else:  # the identity: no copies of every state's arrays
-            self.proper, self.plan = proper, first
+        else:  # no copies of every state's arrays
+            self.perm, self.proper, self.plan = identity(self.good.problem), proper, first
+        p = self.problem = self.perm.problem
         self.contiguous = renumbered or all(is_range(s) for _, s in self.plan.steps)
         stamp("renumber")
         self.matrix = p.matrix() if any(kind == "cycles" for kind, _ in self.plan.steps) else None  # for the cyclic blocks

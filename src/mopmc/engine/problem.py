@@ -94,7 +94,7 @@ def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | Non
     itself (no copy) with identity maps.
     """
     if keep_states.all() and (keep_choices is None or keep_choices.all()):
-        return _identity(p)
+        return identity(p)
     from mopmc.engine import numba_kernels as nk
 
     use = keep_choices is not None
@@ -118,7 +118,8 @@ def is_range(states: np.ndarray) -> bool:
     return bool(np.all(np.diff(states) == 1))
 
 
-def _identity(p: Problem) -> Restriction:
+def identity(p: Problem) -> Restriction:
+    """``p`` kept whole: itself, with identity maps."""
     return Restriction(p, np.arange(p.n_states, dtype=np.int64), np.arange(p.n_choices, dtype=np.int64))
 
 
@@ -126,7 +127,7 @@ def permute(p: Problem, order: np.ndarray) -> Restriction:
     """Renumber states so that ``order[i]`` becomes state ``i`` (choices follow their states);
     the identity order returns ``p`` itself."""
     if len(order) == p.n_states and is_range(order) and (len(order) == 0 or order[0] == 0):
-        return _identity(p)
+        return identity(p)
     from mopmc.engine import numba_kernels as nk
 
     state_map, origin, rg = nk.permute_maps(p.row_groups, np.ascontiguousarray(order, np.int64))

@@ -15,7 +15,7 @@ import numpy as np
 from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
-from mopmc.engine.problem import Problem, gather_rows, restrict
+from mopmc.engine.problem import Problem, gather_rows, restrict, take_rows
 
 
 SUBPROBLEM_FRACTION = 0.25
@@ -132,7 +132,7 @@ def collapse(p: Problem, ecs: EndComponents, stay: bool) -> Quotient:
     ip, idx = gather_rows(p.indptr, origin)
     real = origin >= 0
     R = np.zeros((len(origin), p.rewards.shape[1]))
-    R[real] = p.rewards[origin[real]]
+    R[real] = take_rows(p.rewards, origin[real])
     exits = np.ones(len(origin), bool)
     exits[real] = p.exits[origin[real]]
     init = int(node[p.initial]) if p.initial >= 0 else -1
