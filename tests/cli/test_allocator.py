@@ -9,7 +9,15 @@ import sys
 
 import pytest
 
-PROBE = r"""
+# numpy's huge-page switch: numpy._core in numpy 2, numpy.core in 1.x (the pyproject allows both)
+GET_HUGE = """
+try:
+    from numpy._core.multiarray import _get_madvise_hugepage
+except ImportError:
+    from numpy.core.multiarray import _get_madvise_hugepage
+"""
+
+PROBE = GET_HUGE + r"""
 import ctypes, sys
 import numpy as np
 from mopmc.cli.allocator import keep_freed_memory
@@ -26,7 +34,6 @@ a = np.ones(20 << 17)  # 20 MiB, touched
 mapped_while_alive = libc.mallinfo2().hblkhd
 del a
 info = libc.mallinfo2()
-from numpy._core.multiarray import _get_madvise_hugepage
 print(int(tuned), mapped_while_alive, info.fordblks, int(_get_madvise_hugepage()))
 """
 
@@ -43,7 +50,7 @@ def _probe(how: str, malloc: str | None = None) -> tuple[bool, int, int, bool]:
 
 def _numpy_default_huge_pages() -> bool:
     """numpy's own choice in a fresh process (on for Linux 4.6 and newer, unless its environment variable says otherwise)."""
-    code = "from numpy._core.multiarray import _get_madvise_hugepage as g; print(int(g()))"
+    code = GET_HUGE + "print(int(_get_madvise_hugepage()))"
     return bool(int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60).stdout))
 
 

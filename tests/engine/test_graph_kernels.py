@@ -193,3 +193,82 @@ def test_permute_moves_every_state_with_its_choices_transitions_and_rewards(seed
             np.testing.assert_array_equal(q.targets[q.indptr[c_new]:q.indptr[c_new + 1]], r.state_map[tg[ip[c_old]:ip[c_old + 1]]])
             np.testing.assert_array_equal(q.probs[q.indptr[c_new]:q.indptr[c_new + 1]], p.probs[ip[c_old]:ip[c_old + 1]])
     assert q.rewards.flags.c_contiguous and q.rewards.shape == (nc, m)
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), m=st.integers(1, 3))
+def test_permute_of_some_states_removes_the_others_as_restrict_does(seed, n, m):
+    """An ``order`` listing a subset: the result is :func:`restrict` to that subset, renumbered in
+    the listed order (transitions into removed states dropped, their choices marked as exits)."""
+    from mopmc.engine.problem import Problem, permute, restrict
+
+    rng = np.random.default_rng(seed)
+    rg, ip, tg = _random_csr(rng, n)
+    nc = len(ip) - 1
+    p = Problem(rg, ip, tg, rng.random(len(tg)), rng.random((nc, m)), rng.random(nc) < 0.3, int(rng.integers(n)))
+    keep = rng.random(n) < 0.6
+    order = rng.permutation(np.flatnonzero(keep)).astype(np.int64)
+    r = permute(p, order)
+    ref = restrict(p, keep)  # kept states in their old order
+    q, qr = r.problem, ref.problem
+    assert np.all(r.state_map[~keep] == -1)
+    np.testing.assert_array_equal(r.state_map[order], np.arange(len(order)))
+    assert q.initial == (r.state_map[p.initial] if keep[p.initial] else -1)
+    for i, s in enumerate(order):  # new state i is old state s, also state ref.state_map[s] of the restriction
+        j = ref.state_map[s]
+        new = np.arange(q.row_groups[i], q.row_groups[i + 1])
+        old = np.arange(qr.row_groups[j], qr.row_groups[j + 1])
+        np.testing.assert_array_equal(r.choice_origin[new], ref.choice_origin[old])
+        for a, b in zip(new, old):
+            np.testing.assert_array_equal(q.rewards[a], qr.rewards[b])
+            assert q.exits[a] == qr.exits[b]
+            got = q.targets[q.indptr[a]:q.indptr[a + 1]]
+            want = qr.targets[qr.indptr[b]:qr.indptr[b + 1]]  # numbered by the restriction
+            np.testing.assert_array_equal(got, r.state_map[np.flatnonzero(keep)[want]])
+            np.testing.assert_array_equal(q.probs[q.indptr[a]:q.indptr[a + 1]], qr.probs[qr.indptr[b]:qr.indptr[b + 1]])
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_drop_worthless_in_plan_order_is_the_restriction_renumbered_by_its_plan(seed, n):
+    """One copy instead of two: the kept states in processing order are the plain restriction
+    permuted by the order of its plan, the plan returned is the result's own and every step of it
+    a contiguous range."""
+    from mopmc.engine.problem import Problem, is_range, permute
+    from mopmc.engine.reductions.graph import drop_worthless
+    from mopmc.engine.scc import plan, processing_order
+
+    rng = np.random.default_rng(seed)
+    rg, ip, tg = _random_csr(rng, n)
+    nc = len(ip) - 1
+    rewards = np.where(rng.random((nc, 2)) < 0.15, rng.random((nc, 2)), 0.0)
+    p = Problem(rg, ip, tg, rng.random(len(tg)), rewards, rng.random(nc) < 0.2, int(rng.integers(n)))
+    plain, plain_sccs, plain_plan = drop_worthless(p)
+    fused, fused_sccs, fused_plan = drop_worthless(p, "plan")
+    if fused.problem.initial < 0:  # nothing kept worth planning
+        assert plain.problem.initial < 0 and plain_plan is None and fused_plan is None
+        return
+    mine = plan(plain.problem, plain_sccs)
+    np.testing.assert_array_equal(processing_order(plain_plan), processing_order(mine))
+    if fused.problem is p:  # nothing removed: nothing copied
+        assert plain.problem is p
+        return
+    order = processing_order(mine)
+    ref = permute(plain.problem, order)
+    for a, b in zip(fused.problem, ref.problem):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(fused.choice_origin, plain.choice_origin[ref.choice_origin])
+    kept = plain.state_map >= 0
+    np.testing.assert_array_equal(fused.state_map[kept], ref.state_map[plain.state_map[kept]])
+    assert np.all(fused.state_map[~kept] == -1)
+    assert all(is_range(s) for _, s in fused_plan.steps)
+    np.testing.assert_array_equal(processing_order(fused_plan), np.arange(fused.problem.n_states))
+    fresh = plan(fused.problem)  # computed afresh on the result: the same plan
+    assert [k for k, _ in fresh.steps] == [k for k, _ in fused_plan.steps]
+    for (_, a), (_, b) in zip(fresh.steps, fused_plan.steps):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(_canonical(fresh.label), _canonical(fused_plan.label))
+    np.testing.assert_array_equal(_canonical(fresh.label), _canonical(fused_sccs.label))
+    np.testing.assert_array_equal(fresh.level, fused_plan.level)
+    auto = drop_worthless(p, "auto")[0].problem  # one of the two numberings
+    assert any(all(np.array_equal(a, b) for a, b in zip(auto, q)) for q in (plain.problem, fused.problem))

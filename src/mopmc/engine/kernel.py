@@ -10,7 +10,9 @@ Preprocessing (:class:`Engine`), each step keeping the map back to the model:
 
 1. :mod:`~mopmc.engine.reductions.goal_memory`: reachable product with goal memory; objectives
    become rewards ``u_i`` to maximise.
-2. :func:`~mopmc.engine.reductions.graph.drop_worthless`: states that can collect nothing.
+2. :func:`~mopmc.engine.reductions.graph.drop_worthless`: states that can collect nothing; where
+   step 7 would renumber, what it keeps is numbered in processing order (the plan of step 6) in the
+   same copy, so step 7 has nothing left to do unless steps 4 or 5 change the problem.
 3. Infinite rewards, as Storm: an objective whose preferred-direction reward lies in a reachable end
    component is infinite: :class:`~mopmc.errors.InfiniteValueError`.
 4. :func:`~mopmc.engine.reductions.end_components.collapse` of end components where no objective
@@ -23,7 +25,8 @@ Preprocessing (:class:`Engine`), each step keeping the map back to the model:
    ``size_limit`` states (``method="auto"``) or always (``method="iterative"``), by the sound
    iterative method of :mod:`~mopmc.engine.iterative`.
 7. States renumbered in processing order (``renumber="always"``, which the torch engine needs), or
-   only when the order is far from sequential (``"auto"``: Storm's numbering usually is already).
+   only when the order is far from sequential (``"auto"``: Storm's numbering usually is already);
+   never when they are in that order already.
 
 A model with no cyclic block (most switch models) is optimised by a backward pass of the weighted
 value alone, and its objective values at the initial state come from the expected visits under the
@@ -59,7 +62,7 @@ from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
 from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
-from mopmc.engine.scc import Plan, Sccs, plan
+from mopmc.engine.scc import Plan, Sccs, nearly_sequential, plan, processing_order
 from mopmc.engine.scheduler import Scheduler
 from mopmc.errors import InfiniteValueError
 from mopmc.model.sparse_mdp import SparseMDP
@@ -150,7 +153,8 @@ class Engine:
         p0, self.pmap, self.orientation = goal_memory.apply(model, self.objectives, choice_mask)
         self.product = p0
         stamp("product")
-        self.worthless, p1_sccs = graph.drop_worthless(p0)
+        # removing states copies the problem: in processing order where it will be renumbered
+        self.worthless, p1_sccs, p1_plan = graph.drop_worthless(p0, "plan" if renumber == "always" else "auto")
         p1 = self.worthless.problem
         stamp("worthless")
         self.timings = stamp.timings
@@ -176,15 +180,15 @@ class Engine:
         self.good = restrict(q, good, valid)
         proper = _global(self.good, proper[good], q)
         stamp("proper")
-        # the SCCs drop_worthless found still hold when nothing was collapsed or removed since
-        same = self.good.problem is p1
-        first = plan(self.good.problem, p1_sccs if same else None)
+        # drop_worthless's plan still holds when nothing was collapsed or removed since
+        first = p1_plan if self.good.problem is p1 else plan(self.good.problem)
         stamp("plan")
         # renumber states in processing order: the compiled pass then reads memory almost sequentially
-        order = np.concatenate([s for _, s in first.steps])
+        order = processing_order(first)
         # already almost sequential (e.g. Storm's BFS numbering, read backwards): renumbering would
         # cost a full copy of the transitions and save nothing, so the model keeps its numbering
-        renumbered = not (renumber == "auto" and len(order) > 1 and np.mean(np.abs(np.diff(order)) > 64) < 0.05)
+        # (in that order already: drop_worthless numbered what it kept so)
+        renumbered = not is_range(order) and not (renumber == "auto" and nearly_sequential(order))
         if renumbered:
             self.perm = permute(self.good.problem, order)
             self.proper = _global(self.perm, proper[order], self.good.problem)

@@ -424,9 +424,10 @@ def restrict_maps(row_groups, keep_states, keep_choices, use_choices):
 @_lazy
 def permute_maps(row_groups, order):
     """One pass of a renumbering (``order[i]`` becomes state ``i``, choices follow their states):
-    the new number of each state, the old choice of each new one (``origin``) and the new row groups."""
+    the new number of each state (``-1`` for a state ``order`` leaves out), the old choice of each
+    new one (``origin``) and the new row groups."""
     n = order.shape[0]
-    state_map = np.empty(row_groups.shape[0] - 1, np.int64)
+    state_map = np.full(row_groups.shape[0] - 1, -1, np.int64)
     rg = np.empty(n + 1, np.int64)
     rg[0] = 0
     for i in range(n):

@@ -125,13 +125,17 @@ def identity(p: Problem) -> Restriction:
 
 def permute(p: Problem, order: np.ndarray) -> Restriction:
     """Renumber states so that ``order[i]`` becomes state ``i`` (choices follow their states);
-    the identity order returns ``p`` itself."""
+    the identity order returns ``p`` itself.
+
+    ``order`` may list only some states (each at most once): the others are removed as by
+    :func:`restrict`, so that one copy both restricts and renumbers."""
     if len(order) == p.n_states and is_range(order) and (len(order) == 0 or order[0] == 0):
         return identity(p)
     from mopmc.engine import numba_kernels as nk
 
     state_map, origin, rg = nk.permute_maps(p.row_groups, np.ascontiguousarray(order, np.int64))
-    ip, tg, pr, _ = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
+    ip, tg, pr, lost = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
+    exits = p.exits[origin] | lost if len(order) < p.n_states else p.exits[origin]
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(rg, ip, tg, pr, take_rows(p.rewards, origin), p.exits[origin], init)
+    q = Problem(rg, ip, tg, pr, take_rows(p.rewards, origin), exits, init)
     return Restriction(q, state_map, origin)

@@ -10,8 +10,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from mopmc.engine.problem import Problem, Restriction, owners, restrict
-from mopmc.engine.scc import Sccs, restrict_sccs, state_sccs
+from mopmc.engine.problem import Problem, Restriction, owners, permute, restrict
+from mopmc.engine.scc import Plan, Sccs, in_processing_order, nearly_sequential, plan, processing_order, restrict_sccs, state_sccs
 
 
 class Csr(NamedTuple):
@@ -110,14 +110,34 @@ def almost_sure_all(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> n
     return ~bad
 
 
-def drop_worthless(p: Problem) -> tuple[Restriction, Sccs]:
+def drop_worthless(p: Problem, numbering: str = "keep") -> tuple[Restriction, Sccs, Plan | None]:
     """Remove the states from which no scheduler can collect any reward (all values 0 there).
 
-    Returns ``(restriction, sccs)``: the SCCs of the kept problem come for free, since reaching a
-    paying state is decided SCC by SCC in the condensation (:func:`mopmc.engine.scc.state_sccs`)
-    and no removed state shares an SCC with a kept one."""
+    Returns ``(restriction, sccs, plan)``: the SCCs of the kept problem come for free, since
+    reaching a paying state is decided SCC by SCC in the condensation
+    (:func:`mopmc.engine.scc.state_sccs`) and no removed state shares an SCC with a kept one; the
+    kept problem's :func:`~mopmc.engine.scc.plan` follows from them (None when the initial state is
+    removed: nothing to plan).
+
+    ``numbering`` of the kept states when some are removed (a copy of the problem either way):
+    ``"keep"`` their order in ``p``; ``"plan"`` the processing order of their plan, so that every
+    plan step is a contiguous range and the engine need not copy the problem a second time to
+    renumber it (at Model A n=200 a copy of 7M transitions); ``"auto"`` that order only where
+    ``p``'s is far from it (:func:`~mopmc.engine.scc.nearly_sequential`)."""
+    if numbering not in ("keep", "plan", "auto"):
+        raise ValueError(f"numbering {numbering!r}: use keep, plan or auto")
     paying = np.any(p.rewards != 0.0, axis=1)
     seed = np.bincount(p.state_of_choice()[paying], minlength=p.n_states) > 0
     sccs = state_sccs(p, seed)
     keep = sccs.reach[sccs.label]
-    return restrict(p, keep), restrict_sccs(sccs, sccs.reach)
+    kept_sccs = restrict_sccs(sccs, sccs.reach)
+    if p.initial < 0 or not keep[p.initial]:
+        return restrict(p, keep), kept_sccs, None
+    first = plan(None, kept_sccs)
+    if numbering == "keep" or keep.all():
+        return restrict(p, keep), kept_sccs, first
+    order = processing_order(first)  # over the kept states, numbered in their order in p
+    if numbering == "auto" and nearly_sequential(order):
+        return restrict(p, keep), kept_sccs, first
+    r = permute(p, np.flatnonzero(keep)[order])
+    return r, kept_sccs._replace(label=kept_sccs.label[order]), in_processing_order(first)
