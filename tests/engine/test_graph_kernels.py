@@ -272,3 +272,15 @@ def test_drop_worthless_in_plan_order_is_the_restriction_renumbered_by_its_plan(
     np.testing.assert_array_equal(fresh.level, fused_plan.level)
     auto = drop_worthless(p, "auto")[0].problem  # one of the two numberings
     assert any(all(np.array_equal(a, b) for a, b in zip(auto, q)) for q in (plain.problem, fused.problem))
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), rows=st.integers(0, 50), cols=st.integers(0, 4))
+def test_nonzero_rows_is_numpys_any_not_zero(seed, rows, cols):
+    """NaN counts as not zero and -0.0 as zero, in any memory layout."""
+    rng = np.random.default_rng(seed)
+    a = np.where(rng.random((rows, cols)) < 0.3, rng.standard_normal((rows, cols)), 0.0)
+    a[rng.random((rows, cols)) < 0.05] = np.nan
+    a[rng.random((rows, cols)) < 0.1] = -0.0
+    for x in (a, np.asfortranarray(a), a[:, ::-1], a[::2]):
+        np.testing.assert_array_equal(nk.nonzero_rows(x), np.any(x != 0.0, axis=1))

@@ -231,7 +231,9 @@ class Engine:
                 for o in bad
             )
             raise InfiniteValueError(f"{self.model.source}: {what}")
-        zero = ~np.any(p1.rewards != 0.0, axis=1)
+        from mopmc.engine import numba_kernels as nk
+
+        zero = ~nk.nonzero_rows(p1.rewards)
         self.zero_ecs = ec.maximal_end_components(p1, zero, every.component >= 0)
 
     # ------------------------------------------------------------------ the kernel

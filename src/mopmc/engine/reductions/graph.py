@@ -126,7 +126,9 @@ def drop_worthless(p: Problem, numbering: str = "keep") -> tuple[Restriction, Sc
     ``p``'s is far from it (:func:`~mopmc.engine.scc.nearly_sequential`)."""
     if numbering not in ("keep", "plan", "auto"):
         raise ValueError(f"numbering {numbering!r}: use keep, plan or auto")
-    paying = np.any(p.rewards != 0.0, axis=1)
+    from mopmc.engine import numba_kernels as nk
+
+    paying = nk.nonzero_rows(p.rewards)
     seed = np.bincount(p.state_of_choice()[paying], minlength=p.n_states) > 0
     sccs = state_sccs(p, seed)
     keep = sccs.reach[sccs.label]
