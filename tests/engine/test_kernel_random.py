@@ -246,3 +246,65 @@ def test_renumbered_and_original_numbering_give_the_same_results(seed, n, m):
         np.testing.assert_allclose(a.state_values, b.state_values, rtol=1e-9, atol=1e-9)
         _check_scheduler(model, objs, a)
         _check_scheduler(model, objs, b)
+
+
+def _dag_mdp(rng, n: int, m: int):
+    """States 0..n-1, initial 0: every transition goes to a later state or back to its own (with
+    probability below 1), the last state an absorbing sink; rewards sparse, of both signs."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    rg, ip, tg, pr = [0], [0], [], []
+    rewards = [[] for _ in range(m)]
+    for s in range(n):
+        for _ in range(1 if s == n - 1 else int(rng.integers(1, 4))):
+            if s == n - 1:
+                succ, p = [s], [1.0]
+            else:
+                later = rng.choice(np.arange(s + 1, n), size=int(rng.integers(1, min(3, n - 1 - s) + 1)), replace=False)
+                succ = [s, *later] if rng.random() < 0.3 else list(later)
+                p = rng.dirichlet(np.ones(len(succ))).tolist()
+            tg += [int(x) for x in succ]
+            pr += p
+            ip.append(len(tg))
+            for i in range(m):
+                zero = s == n - 1 or rng.random() < 0.4
+                rewards[i].append(0.0 if zero else float(np.round(rng.uniform(-1.0, 1.0), 3)))
+        rg.append(len(ip) - 1)
+    return SparseMDP.from_arrays(rg, ip, tg, np.array(pr), 0, rewards={f"r{i}": np.array(r) for i, r in enumerate(rewards)})
+
+
+@settings(max_examples=80, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 30), m=st.integers(1, 3), k=st.integers(1, 6),
+       dag=st.booleans())
+def test_many_directions_at_once_equal_one_by_one_bit_for_bit(seed, n, m, k, dag):
+    """``optimise_many``: one backward and one forward pass for all directions on a model without
+    cyclic blocks (a DAG with self-loops), calls one by one otherwise: the same values, policies
+    and bounds as ``optimise`` per direction, to the last bit; an infinite direction raises."""
+    rng = np.random.default_rng(seed)
+    model = _dag_mdp(rng, n, m) if dag else random_mdp(rng, n, m, max_choices=3)
+    objs = total_objectives(m, [("min", "max")[int(x)] for x in rng.integers(0, 2, m)])
+    try:
+        eng = Engine(model, objs)
+    except InfiniteValueError:
+        return
+    if dag:
+        assert eng.trivial or eng.acyclic  # the batched passes are what is tested
+    W = rng.uniform(-1.0, 1.0, (k, m))
+    try:
+        one, warm = [], None
+        for w in W:
+            warm = eng.optimise(w, warm=warm)
+            one.append(warm)
+    except InfiniteValueError:
+        with pytest.raises(InfiniteValueError):
+            eng.optimise_many(W)
+        return
+    many = eng.optimise_many(W)
+    assert len(many) == k
+    for a, b in zip(one, many):
+        assert a.values.tobytes() == b.values.tobytes() and a.point.tobytes() == b.point.tobytes()
+        assert a.weighted == b.weighted and a.error_bound == b.error_bound
+        np.testing.assert_array_equal(a.policy, b.policy)
+        np.testing.assert_array_equal(b.w, a.w)
+    if not eng.trivial and eng.acyclic:
+        _check_scheduler(model, objs, many[-1])

@@ -293,3 +293,26 @@ def test_frank_wolfe_direction():
     inf = np.full(2, np.inf)
     np.testing.assert_allclose(cvx._descent(loss, best, np.array([1.0, 0.0]), -inf, inf), g)
     assert cvx._descent(loss, best, np.array([1.0, 0.0]), np.array([-1.0, 0.0]), inf) is None  # on the box
+
+
+@pytest.mark.parametrize("model, text", [
+    (files.mini_switch, 'multi(R{"ctrl_cost"}<=1.2 [C], R{"ttc_cost"}<=0.04 [C], R{"headway_cost"}<=0.15 [C])'),
+    (files.tradeoff, 'multi(R{"time"}<=3.5 [C], R{"energy"}<=4.5 [C])'),
+])
+def test_axis_directions_in_one_batch_change_nothing(model, text):
+    """The kernel oracle answers the 2m axis directions in one batch (``oracle.many``) where the
+    model has no cycles: the query's result is the one of asking them one by one, to the last bit."""
+    from mopmc.engine.oracle import kernel_oracle
+
+    m, objs = parsed(model, text)
+    batched = kernel_oracle(m, objs)
+    single = kernel_oracle(m, objs)
+    one_by_one = lambda w: single(w)  # noqa: E731 (no .many: the query asks each direction alone)
+    a = convex_query(batched, objs, "mse", soft=True, eps_rel=1e-7)
+    b = convex_query(one_by_one, objs, "mse", soft=True, eps_rel=1e-7)
+    assert a.status == b.status and a.iterations == b.iterations
+    assert a.loss == b.loss and a.lower_bound == b.lower_bound
+    assert a.vertices.tobytes() == b.vertices.tobytes() and a.point.tobytes() == b.point.tobytes()
+    assert [h["oracle_calls"] for h in a.history] == [h["oracle_calls"] for h in b.history]
+    if model == files.mini_switch:
+        assert batched.engine.acyclic  # the batch took the one-pass path

@@ -69,6 +69,12 @@ from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective
 
 
+BATCH = 4
+"""Directions per batch of :meth:`Engine.optimise_many`: each costs two ``(n_states, k)`` arrays
+of fresh memory. Model A n=200, the 8 axis directions of 4 objectives: 0.41-0.45 s one by one,
+batches of 2: 0.35-0.37 s, of 4: 0.24-0.28 s, all 8 at once: 0.33 s (more first touches)."""
+
+
 @dataclass(frozen=True, eq=False)
 class KernelResult:
     """One kernel call: ``values`` (original units and order), ``point = direction * values``,
@@ -294,6 +300,43 @@ class Engine:
                 )
         u = nk.occupation_values(self._order, p.indptr, p.targets, p.probs, choice, p.rewards, p.initial)
         return u, choice
+
+    def optimise_many(self, W: Sequence[Sequence[float]]) -> list[KernelResult]:
+        """:meth:`optimise` for each row of ``W`` in turn (each warm-started from the one before),
+        with the same results bit for bit.
+
+        A model with no cyclic block takes all directions in one backward pass and one forward
+        pass (:func:`~mopmc.engine.numba_kernels.bellman_pass_many`): each state's transitions are
+        read once for all of them (in batches of :data:`BATCH`), so ``k`` directions cost less
+        than ``k`` calls (the convex query's ``2m`` axis directions)."""
+        W = np.asarray(W, np.float64).reshape(-1, self.m)
+        if self.trivial or not self.acyclic or len(W) < 2:
+            out: list[KernelResult] = []
+            for w in W:
+                out.append(self.optimise(w, warm=out[-1] if out else None))
+            return out
+        return [r for a in range(0, len(W), BATCH) for r in self._acyclic_batch(W[a : a + BATCH])]
+
+    def _acyclic_batch(self, W: np.ndarray) -> list[KernelResult]:
+        from mopmc.engine import numba_kernels as nk
+
+        t0 = time.perf_counter()
+        p = self.problem
+        k = len(W)
+        rho = np.empty((p.n_choices, k))
+        for d in range(k):
+            rho[:, d] = p.rewards @ W[d]  # (as optimise computes it: the same rounding)
+        V = np.zeros((p.n_states, k))
+        choice = np.full((k, p.n_states), -1, np.int64)
+        for _, states in self.plan.steps:
+            at = nk.bellman_pass_many(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, rho, V, choice)
+            if (at >= 0).any():
+                raise InfiniteValueError(
+                    "the weighted optimum is infinite: this direction rewards staying forever in an end component"
+                )
+        U = nk.occupation_values_many(self._order, p.indptr, p.targets, p.probs, choice, p.rewards, p.initial, V)
+        seconds = (time.perf_counter() - t0) / k
+        return [replace(self._result(W[d], U[d], choice[d], t0), seconds=seconds) for d in range(k)]
 
     def _solve(self, w: np.ndarray, start: np.ndarray, tau: float):
         """One pass over the plan: internal values ``X``, the policy, and the certified bound."""

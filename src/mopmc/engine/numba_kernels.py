@@ -391,6 +391,132 @@ def occupation_values(order, indptr, targets, probs, choice, rewards, initial):
 
 
 @_lazy
+def bellman_pass_many(order, row_groups, indptr, targets, probs, self_only, rho, value, choice):
+    """:func:`bellman_pass` for ``k`` directions at once, weighted values only: ``rho`` is
+    ``(n_choices, k)``, ``value`` ``(n_states, k)`` and ``choice`` ``(k, n_states)``. Each
+    direction's arithmetic is :func:`bellman_pass`'s in the same order (bit-for-bit the same
+    values and choices); a state's transitions are read once for all ``k``. Returns per direction
+    the first state where a self-loop-only choice has positive weighted reward (-1 if none)."""
+    k = rho.shape[1]
+    infinite_at = np.full(k, -1, np.int64)
+    acc = np.empty(k, np.float64)
+    for i in range(order.shape[0]):
+        s = order[i]
+        c0 = row_groups[s]
+        if row_groups[s + 1] == c0 + 1 and not self_only[c0]:
+            for d in range(k):
+                acc[d] = rho[c0, d]
+            ps = 0.0
+            for q in range(indptr[c0], indptr[c0 + 1]):
+                t = targets[q]
+                pq = probs[q]
+                if t == s:
+                    ps += pq
+                else:
+                    for d in range(k):
+                        acc[d] += pq * value[t, d]
+            for d in range(k):
+                value[s, d] = acc[d] / (1.0 - ps)
+                choice[d, s] = c0
+            continue
+        for d in range(k):
+            best = -np.inf
+            bc = -1
+            for c in range(row_groups[s], row_groups[s + 1]):
+                if self_only[c]:
+                    if rho[c, d] > 0.0 and infinite_at[d] < 0:
+                        infinite_at[d] = s
+                    continue
+                a = rho[c, d]
+                ps = 0.0
+                for q in range(indptr[c], indptr[c + 1]):
+                    t = targets[q]
+                    if t == s:
+                        ps += probs[q]
+                    else:
+                        a += probs[q] * value[t, d]
+                v = a / (1.0 - ps)
+                if v > best:
+                    best = v
+                    bc = c
+            value[s, d] = best
+            choice[d, s] = bc
+    return infinite_at
+
+
+@_lazy
+def occupation_values_many(order, indptr, targets, probs, choice, rewards, initial, x):
+    """:func:`occupation_values` for ``k`` policies at once (``choice`` ``(k, n_states)``), each
+    with :func:`occupation_values`'s arithmetic in the same order; a state's transitions are read
+    once for all policies that choose the same choice there. ``x``: an ``(n_states, k)`` buffer
+    (overwritten; the backward pass's values, no longer needed, so no fresh memory is touched).
+    Returns ``(k, m)``."""
+    n = order.shape[0]
+    k = choice.shape[0]
+    m = rewards.shape[1]
+    for s in range(x.shape[0]):
+        for d in range(k):
+            x[s, d] = 0.0
+    out = np.zeros((k, m), np.float64)
+    xl = np.zeros(k, np.float64)
+    for d in range(k):
+        x[initial, d] = 1.0
+    for i in range(n - 1, -1, -1):
+        s = order[i]
+        c = choice[0, s]
+        same = True
+        for d in range(1, k):
+            if choice[d, s] != c:
+                same = False
+                break
+        if same:
+            if c < 0:
+                continue
+            ps = 0.0
+            for q in range(indptr[c], indptr[c + 1]):
+                if targets[q] == s:
+                    ps += probs[q]
+            moved = False
+            for d in range(k):
+                xs = x[s, d]
+                if xs == 0.0:
+                    xl[d] = 0.0
+                    continue
+                xs = xs / (1.0 - ps)
+                xl[d] = xs
+                moved = True
+                for j in range(m):
+                    out[d, j] += xs * rewards[c, j]
+            if not moved:
+                continue
+            # (a policy with no mass here adds +0.0 to values >= +0.0: unchanged, bit for bit)
+            for q in range(indptr[c], indptr[c + 1]):
+                t = targets[q]
+                if t != s:
+                    pq = probs[q]
+                    for d in range(k):
+                        x[t, d] += xl[d] * pq
+            continue
+        for d in range(k):
+            c = choice[d, s]
+            xs = x[s, d]
+            if c < 0 or xs == 0.0:
+                continue
+            ps = 0.0
+            for q in range(indptr[c], indptr[c + 1]):
+                if targets[q] == s:
+                    ps += probs[q]
+            xs = xs / (1.0 - ps)
+            for j in range(m):
+                out[d, j] += xs * rewards[c, j]
+            for q in range(indptr[c], indptr[c + 1]):
+                t = targets[q]
+                if t != s:
+                    x[t, d] += xs * probs[q]
+    return out
+
+
+@_lazy
 def evaluate_pass(order, indptr, targets, probs, chosen, rewards, values):
     """Values of a fixed choice per state on an acyclic part (self-loops allowed), successors first."""
     m = rewards.shape[1]

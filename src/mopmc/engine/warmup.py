@@ -36,6 +36,19 @@ def _tiny():
     return model, objectives
 
 
+def _tiny_acyclic():
+    """A tiny model without cycles (most switch models are such): the engine's one-pass path and
+    the convex query's batched axis directions (their kernels differ from the cyclic model's)."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    # 0 -a-> {1, 2}; 0 -b-> 2; 1 -> {1, 2} (a self-loop); 2 -> 2 (a sink)
+    return SparseMDP.from_arrays(
+        np.array([0, 2, 3, 4], np.int64), np.array([0, 2, 3, 5, 6], np.int64),
+        np.array([1, 2, 2, 1, 2, 2], np.int64), np.array([0.5, 0.5, 1.0, 0.5, 0.5, 1.0]),
+        rewards={"a": np.array([1.0, 0.0, 2.0, 0.0]), "b": np.array([0.0, 1.0, 0.5, 0.0])},
+    )
+
+
 def _goal_memory(model) -> None:
     """The goal-memory product's search (reachability objectives with distinct targets; the tiny
     model's total rewards never need it), called as :func:`mopmc.engine.reductions.goal_memory.apply`
@@ -53,15 +66,17 @@ def warm(kind: str = "check", engine: str = "kernel", device: str | None = None)
     try:
         model, objectives = _tiny()
         _goal_memory(model)
-        if kind == "convex":
-            from mopmc.queries.convex import convex_query
+        # (the torch warm-up keeps its one model: its device work delays the query's, see join_device)
+        for m in (model, _tiny_acyclic()) if engine == "kernel" else (model,):
+            if kind == "convex":
+                from mopmc.queries.convex import convex_query
 
-            convex_query(model, objectives, "mse", soft=True, engine=engine, device=device)
-        else:
-            from mopmc.queries.dispatch import make_oracle
-            from mopmc.queries.multi import achievability
+                convex_query(m, objectives, "mse", soft=True, engine=engine, device=device)
+            else:
+                from mopmc.queries.dispatch import make_oracle
+                from mopmc.queries.multi import achievability
 
-            achievability(make_oracle(model, objectives, engine, device), objectives)
+                achievability(make_oracle(m, objectives, engine, device), objectives)
     except Exception:  # an optimisation only: the real call will do (and report) the work
         pass
 

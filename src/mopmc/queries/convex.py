@@ -450,6 +450,22 @@ def _separation(poly: _Polytopes, lo, up) -> dict:
     return {"direction": w.tolist(), "bound": float(mu @ b), "required": float(res.x[k:k + nl] @ lo[fl] - res.x[k + nl:] @ up[fu])}
 
 
+def _ask_many(oracle, W: list, timings: dict) -> list:
+    """The oracle's vertices for all of ``W`` at once where it can (``oracle.many``, the kernel
+    engine: one pass for all directions on a model without cycles), else none: the caller then
+    asks one by one (as after an infinite direction, which the single call names)."""
+    many = getattr(oracle, "many", None)
+    if many is None:
+        return []
+    ts = time.perf_counter()
+    try:
+        return many(np.array(W))
+    except InfiniteValueError:
+        return []
+    finally:
+        timings["oracle"] += time.perf_counter() - ts
+
+
 def _call(oracle, w: np.ndarray, objectives):
     try:
         return oracle(w)
@@ -539,11 +555,18 @@ def convex_query(
         timings["oracle"] += time.perf_counter() - ts
         return poly.add(w, np.asarray(v.point, float), float(v.error), v.scheduler)
 
+    axes = []
     for i in range(m):
         for s in (1.0, -1.0):
             w = np.zeros(m)
             w[i] = s
-            ask(w)
+            axes.append(w)
+    answered = _ask_many(oracle, axes, timings)
+    for w, v in zip(axes, answered):
+        calls[0] += 1
+        poly.add(w, np.asarray(v.point, float), float(v.error), v.scheduler)
+    for w in axes[len(answered):]:  # (all of them where the batch answered none)
+        ask(w)
     it = 0
     status, sep, best, low = "iteration_limit", None, None, None
     while True:
