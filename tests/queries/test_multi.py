@@ -71,3 +71,24 @@ def test_table3_achievability_lp_against_storm():
         (p,) = [q for q in loaded.properties() if q.kind == "achievability"]
         res = achievability(lp_oracle(loaded.model, p.objectives), p.objectives)
         assert res.achievable is expected, (name, res.margin)
+
+
+@pytest.mark.parametrize("model, text, query", [
+    (files.mini_switch, 'multi(R{"ctrl_cost"}min=? [C], R{"ttc_cost"}min=? [C], R{"headway_cost"}min=? [C])', pareto),
+    (files.mini_switch, 'multi(R{"ctrl_cost"}min=? [C], R{"ttc_cost"}<=0.05 [C], R{"headway_cost"}<=0.2 [C])', numerical),
+    (files.tradeoff, 'multi(R{"time"}min=? [C], R{"energy"}min=? [C])', pareto),
+])
+def test_unit_directions_in_one_batch_change_nothing(model, text, query):
+    """Pareto and numerical queries start from the unit directions, which the CPU engine's oracle
+    answers in one batch (``oracle.many``): the result is the one of asking them one by one."""
+    from mopmc.engine.oracle import kernel_oracle
+
+    model, (p,) = props(text, model)
+    batched = kernel_oracle(model, p.objectives)
+    single = kernel_oracle(model, p.objectives)
+    a = query(batched, p.objectives)
+    b = query(lambda w: single(w), p.objectives)  # (no .many: one by one)
+    assert np.asarray(a.points).tobytes() == np.asarray(b.points).tobytes()
+    assert a.iterations == b.iterations
+    if query is numerical:
+        assert (a.value, a.lower, a.upper) == (b.value, b.lower, b.upper)

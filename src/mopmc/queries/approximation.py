@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mopmc.errors import InfiniteValueError
+
 _OPTS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 DUPLICATE = 1e-12
 
@@ -135,11 +137,17 @@ class Approximation:
 
 
 def start(call, m: int) -> Approximation:
-    """Query the unit directions (each objective alone), which bounds the outer polytope."""
+    """Query the unit directions (each objective alone), which bounds the outer polytope; all at
+    once where ``call`` can (``call.many``: the same answers in fewer passes)."""
     approx = Approximation(m)
-    for i in range(m):
-        w = np.zeros(m)
-        w[i] = 1.0
-        y, err, sched = call(w)
+    units = [e.copy() for e in np.eye(m)]
+    answers = []
+    if getattr(call, "many", None) is not None and m > 1:
+        try:
+            answers = call.many(np.array(units))
+        except InfiniteValueError:  # one by one below: the error names its direction as before
+            answers = []
+    for i, w in enumerate(units):
+        y, err, sched = answers[i] if answers else call(w)
         approx.add(w, y, err, sched)
     return approx

@@ -70,6 +70,10 @@ def y_oracle(oracle: Oracle, space: Space) -> Callable[[np.ndarray], tuple[np.nd
         v = oracle(np.asarray(w, dtype=float) * space.sign)
         return space.to_y(v.point), float(v.error), v.scheduler
 
+    many = getattr(oracle, "many", None)
+    if many is not None:  # (several directions at once, the same answers: the CPU engine)
+        call.many = lambda W: [(space.to_y(v.point), float(v.error), v.scheduler)
+                               for v in many(np.asarray(W, dtype=float) * space.sign)]
     return call
 
 
