@@ -301,9 +301,9 @@ class Engine:
         u = nk.occupation_values(self._order, p.indptr, p.targets, p.probs, choice, p.rewards, p.initial)
         return u, choice
 
-    def optimise_many(self, W: Sequence[Sequence[float]]) -> list[KernelResult]:
-        """:meth:`optimise` for each row of ``W`` in turn (each warm-started from the one before),
-        with the same results bit for bit.
+    def optimise_many(self, W: Sequence[Sequence[float]], warm: KernelResult | None = None) -> list[KernelResult]:
+        """:meth:`optimise` for each row of ``W`` in turn (the first warm-started from ``warm``,
+        each later one from the one before), with the same results bit for bit.
 
         A model with no cyclic block takes all directions in one backward pass and one forward
         pass (:func:`~mopmc.engine.numba_kernels.bellman_pass_many`): each state's transitions are
@@ -313,7 +313,7 @@ class Engine:
         if self.trivial or not self.acyclic or len(W) < 2:
             out: list[KernelResult] = []
             for w in W:
-                out.append(self.optimise(w, warm=out[-1] if out else None))
+                out.append(self.optimise(w, warm=out[-1] if out else warm))
             return out
         return [r for a in range(0, len(W), BATCH) for r in self._acyclic_batch(W[a : a + BATCH])]
 

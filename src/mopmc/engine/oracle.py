@@ -27,7 +27,7 @@ def kernel_oracle(model, objectives, *, engine: Engine | None = None):
     def many(weights: np.ndarray):
         """``[call(w) for w in weights]``, the same vertices, in fewer passes (:meth:`Engine.optimise_many`)."""
         W = np.asarray(weights, dtype=float)
-        res = eng.optimise_many(W * eng.orientation.direction)
+        res = eng.optimise_many(W * eng.orientation.direction, warm=last.get("r"))
         last["r"] = res[-1]
         return [Vertex(r.values.copy(), float(r.error_bound * np.abs(w).sum()), r) for w, r in zip(W, res)]
 
