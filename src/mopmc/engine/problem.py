@@ -135,7 +135,6 @@ def permute(p: Problem, order: np.ndarray) -> Restriction:
 
     state_map, origin, rg = nk.permute_maps(p.row_groups, np.ascontiguousarray(order, np.int64))
     ip, tg, pr, lost = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
-    exits = p.exits[origin] | lost if len(order) < p.n_states else p.exits[origin]
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(rg, ip, tg, pr, take_rows(p.rewards, origin), exits, init)
+    q = Problem(rg, ip, tg, pr, take_rows(p.rewards, origin), p.exits[origin] | lost, init)
     return Restriction(q, state_map, origin)

@@ -66,17 +66,20 @@ def warm(kind: str = "check", engine: str = "kernel", device: str | None = None)
     try:
         model, objectives = _tiny()
         _goal_memory(model)
+        if kind == "convex":
+            from mopmc.queries.convex import convex_query
+
+            def query(m):
+                convex_query(m, objectives, "mse", soft=True, engine=engine, device=device)
+        else:
+            from mopmc.queries.dispatch import make_oracle
+            from mopmc.queries.multi import achievability
+
+            def query(m):
+                achievability(make_oracle(m, objectives, engine, device), objectives)
         # (the torch warm-up keeps its one model: its device work delays the query's, see join_device)
         for m in (model, _tiny_acyclic()) if engine == "kernel" else (model,):
-            if kind == "convex":
-                from mopmc.queries.convex import convex_query
-
-                convex_query(m, objectives, "mse", soft=True, engine=engine, device=device)
-            else:
-                from mopmc.queries.dispatch import make_oracle
-                from mopmc.queries.multi import achievability
-
-                achievability(make_oracle(m, objectives, engine, device), objectives)
+            query(m)
     except Exception:  # an optimisation only: the real call will do (and report) the work
         pass
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from mopmc.errors import InfiniteValueError
+from mopmc.queries.oracle import answers_at_once
 
 _OPTS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 DUPLICATE = 1e-12
@@ -141,12 +141,7 @@ def start(call, m: int) -> Approximation:
     once where ``call`` can (``call.many``: the same answers in fewer passes)."""
     approx = Approximation(m)
     units = [e.copy() for e in np.eye(m)]
-    answers = []
-    if getattr(call, "many", None) is not None and m > 1:
-        try:
-            answers = call.many(np.array(units))
-        except InfiniteValueError:  # one by one below: the error names its direction as before
-            answers = []
+    answers = answers_at_once(call, units) if m > 1 else []
     for i, w in enumerate(units):
         y, err, sched = answers[i] if answers else call(w)
         approx.add(w, y, err, sched)

@@ -37,6 +37,7 @@ import numpy as np
 
 from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
 from mopmc.queries import clarabel_qp as qp
+from mopmc.queries.oracle import answers_at_once
 
 DUPLICATE = 1e-12
 
@@ -450,22 +451,6 @@ def _separation(poly: _Polytopes, lo, up) -> dict:
     return {"direction": w.tolist(), "bound": float(mu @ b), "required": float(res.x[k:k + nl] @ lo[fl] - res.x[k + nl:] @ up[fu])}
 
 
-def _ask_many(oracle, W: list, timings: dict) -> list:
-    """The oracle's vertices for all of ``W`` at once where it can (``oracle.many``, the kernel
-    engine: one pass for all directions on a model without cycles), else none: the caller then
-    asks one by one (as after an infinite direction, which the single call names)."""
-    many = getattr(oracle, "many", None)
-    if many is None:
-        return []
-    ts = time.perf_counter()
-    try:
-        return many(np.array(W))
-    except InfiniteValueError:
-        return []
-    finally:
-        timings["oracle"] += time.perf_counter() - ts
-
-
 def _call(oracle, w: np.ndarray, objectives):
     try:
         return oracle(w)
@@ -548,12 +533,15 @@ def convex_query(
     history: list[dict] = []
     calls = [0]
 
-    def ask(w):
+    def add(w, v):
         calls[0] += 1
+        return poly.add(w, np.asarray(v.point, float), float(v.error), v.scheduler)
+
+    def ask(w):
         ts = time.perf_counter()
         v = _call(oracle, w, objectives)
         timings["oracle"] += time.perf_counter() - ts
-        return poly.add(w, np.asarray(v.point, float), float(v.error), v.scheduler)
+        return add(w, v)
 
     axes = []
     for i in range(m):
@@ -561,10 +549,11 @@ def convex_query(
             w = np.zeros(m)
             w[i] = s
             axes.append(w)
-    answered = _ask_many(oracle, axes, timings)
+    ts = time.perf_counter()
+    answered = answers_at_once(oracle, axes)  # (the kernel engine: one pass for all on a model without cycles)
+    timings["oracle"] += time.perf_counter() - ts
     for w, v in zip(axes, answered):
-        calls[0] += 1
-        poly.add(w, np.asarray(v.point, float), float(v.error), v.scheduler)
+        add(w, v)
     for w in axes[len(answered):]:  # (all of them where the batch answered none)
         ask(w)
     it = 0

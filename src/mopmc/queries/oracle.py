@@ -12,7 +12,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
-from mopmc.errors import PropertyError
+from mopmc.errors import InfiniteValueError, PropertyError
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,19 @@ def y_oracle(oracle: Oracle, space: Space) -> Callable[[np.ndarray], tuple[np.nd
         call.many = lambda W: [(space.to_y(v.point), float(v.error), v.scheduler)
                                for v in many(np.asarray(W, dtype=float) * space.sign)]
     return call
+
+
+def answers_at_once(call, W) -> list:
+    """``[call(w) for w in W]`` in one batch where ``call`` has ``many`` (the CPU engine's oracle,
+    or :func:`y_oracle` over it: the same answers in fewer passes), else ``[]``; also ``[]`` when
+    some direction is infinite, so that the caller's calls one by one raise the error naming it."""
+    many = getattr(call, "many", None)
+    if many is None:
+        return []
+    try:
+        return many(np.array(W))
+    except InfiniteValueError:
+        return []
 
 
 def lp_oracle(model, objectives) -> Oracle:
