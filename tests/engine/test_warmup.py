@@ -44,9 +44,10 @@ def test_load_starts_the_warm_up_once_where_the_build_releases_the_gil(monkeypat
     like the warm-up's imports) and just before the exploration; with Storm's, before its build."""
     from mopmc.io import storm
     from mopmc.io.explicit import explore as ex
+    from mopmc.io.explicit import kernels
 
     events = []
-    monkeypatch.setattr(warmup, "start", lambda *a: events.append(("warm-up", a, "_explore" in ex._compiled)))
+    monkeypatch.setattr(warmup, "start", lambda *a: events.append(("warm-up", a, "_step" in kernels._compiled)))
     real_explore = ex.explore
     monkeypatch.setattr(ex, "explore", lambda *a: events.append(("explore",)) or real_explore(*a))
     real_build = storm.build

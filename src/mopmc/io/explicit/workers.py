@@ -1,0 +1,49 @@
+"""The explicit builder's worker threads: compiled kernels that release the GIL run on them side by side.
+
+``MOPMC_BUILD_THREADS`` sets how many (default: one less than the CPUs this process may use, so
+that with the calling thread every CPU has one; 0 builds on the calling thread alone).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+
+from mopmc.errors import ConfigError
+
+MIN_RANGE = 65536  # states per task below which a pass over the states stays on one thread
+
+_pool: ThreadPoolExecutor | None = None
+_lock = threading.Lock()
+
+
+def count() -> int:
+    """Worker threads besides the caller's."""
+    value = os.environ.get("MOPMC_BUILD_THREADS")
+    if value is not None:
+        try:
+            return max(0, int(value))
+        except ValueError:
+            raise ConfigError(f"MOPMC_BUILD_THREADS={value!r}: expected a whole number of threads") from None
+    return max(0, len(os.sched_getaffinity(0)) - 1) if hasattr(os, "sched_getaffinity") else max(0, (os.cpu_count() or 1) - 1)
+
+
+def submit(fn, *args) -> Future:
+    """``fn(*args)`` on a worker thread."""
+    global _pool
+    if _pool is None:
+        with _lock:
+            if _pool is None:
+                _pool = ThreadPoolExecutor(max(1, count()), thread_name_prefix="mopmc-build")
+    return _pool.submit(fn, *args)
+
+
+def over_ranges(n: int, fn) -> None:
+    """``fn(s0, s1)`` over ``0 .. n`` cut into consecutive ranges, one per thread (this one does the first)."""
+    parts = min(count() + 1, max(1, n // MIN_RANGE))
+    cuts = [n * k // parts for k in range(parts + 1)]
+    tasks = [submit(fn, cuts[k], cuts[k + 1]) for k in range(1, parts)]
+    fn(cuts[0], cuts[1])
+    for task in tasks:
+        task.result()
