@@ -168,3 +168,17 @@ def test_over_ranges_covers_every_state_once(monkeypatch):
     seen = np.zeros(23, np.int64)
     workers.over_ranges(23, lambda a, b: np.add.at(seen, np.arange(a, b), 1))
     assert seen.tolist() == [1] * 23
+
+
+def test_a_forked_child_starts_its_own_workers(monkeypatch):
+    """A child forked after the pool started has none of its threads: it must not queue work there."""
+    import multiprocessing
+
+    assert workers.submit(int, "7").result() == 7  # the parent's pool is running
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as children:
+        assert children.apply(_submit_in_child) == 7
+
+
+def _submit_in_child():
+    return workers.submit(int, "7").result(timeout=30)

@@ -15,6 +15,7 @@ from mopmc.errors import ConfigError
 MIN_RANGE = 65536  # states per task below which a pass over the states stays on one thread
 
 _pool: ThreadPoolExecutor | None = None
+_pool_pid = 0  # the process that started the pool: a forked child has none of its threads
 _lock = threading.Lock()
 
 
@@ -30,12 +31,13 @@ def count() -> int:
 
 
 def submit(fn, *args) -> Future:
-    """``fn(*args)`` on a worker thread."""
-    global _pool
-    if _pool is None:
+    """``fn(*args)`` on a worker thread (the pool starts at the first call, again in a forked child)."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
         with _lock:
-            if _pool is None:
+            if _pool is None or _pool_pid != os.getpid():
                 _pool = ThreadPoolExecutor(max(1, count()), thread_name_prefix="mopmc-build")
+                _pool_pid = os.getpid()
     return _pool.submit(fn, *args)
 
 
