@@ -347,20 +347,22 @@ def query_case(name, model, prop, device, floor, kinds=("achievability",)) -> li
 
 def cli_convex(path: Path, props: str, device: str) -> list[dict]:
     """``mopmc convex MODEL --soft --json`` in a fresh process, CPU engine and torch engine (twice:
-    the first run on a fresh machine compiles the Triton kernel into Triton's on-disk cache): end to
-    end as a user runs it (interpreter start, the model build, preprocessing, upload, the query), as
-    Table 5's convex column."""
+    the first run on a fresh machine compiles the Triton kernel into Triton's on-disk cache, and a
+    third time with the model built on one thread, ``MOPMC_BUILD_THREADS=0``, to show what the
+    builder's worker threads take off the load): end to end as a user runs it (interpreter start,
+    the model build, preprocessing, upload, the query), as Table 5's convex column."""
     import json
     import subprocess
 
     prop = next(line for line in props.splitlines() if line.strip().startswith("multi"))
     rows, got = [], {}
-    for engine in ("kernel", "torch", "torch"):
+    for engine, one_thread in (("kernel", False), ("torch", False), ("torch", False), ("torch", True)):
         cmd = [sys.executable, "-m", "mopmc", "convex", str(path), "--prop", prop, "--soft", "--json"]
         if engine == "torch":
             cmd += ["--engine", "torch", "--device", device]
+        env = {**os.environ, "MOPMC_BUILD_THREADS": "0"} if one_thread else None
         t = time.perf_counter()
-        res = subprocess.run(cmd, capture_output=True, text=True)
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
         seconds = time.perf_counter() - t
         if res.returncode != 0:
             lines = res.stderr.strip().splitlines() or ["(no stderr)"]
@@ -370,6 +372,8 @@ def cli_convex(path: Path, props: str, device: str) -> list[dict]:
             continue
         out = json.loads(res.stdout)
         again = " again: Triton's cache warm" if engine == "torch" and "torch" in got else ""
+        if one_thread:
+            again += ", build on one thread"
         got[engine] = out["loss"]
         rows.append({"case": f"{path.stem}: mopmc convex --soft --engine {engine} (CLI{again})", "torch_s" if engine == "torch" else "cpu_s": round(seconds, 3),
                      "torch_e2e_s" if engine == "torch" else "cpu_e2e_s": round(seconds, 3), "calls": out["iterations"],
