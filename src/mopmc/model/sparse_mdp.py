@@ -62,9 +62,11 @@ def _frozen(a, dtype) -> np.ndarray:
 def _immutable(base) -> bool:
     """Bytes, a read-only view of bytes or of a read-only mapping (the loader's private file), or
     memory a compiled kernel allocated and handed over (numba's ``_MemInfo``: the explicit builder's
-    arrays, which no one else holds)."""
+    arrays, which no one else holds; also rows of such an array, as the builder's reward models)."""
     if isinstance(base, memoryview):
         return base.readonly and isinstance(base.obj, (bytes, mmap.mmap))
+    if isinstance(base, np.ndarray) and base.base is not None and type(base.base).__name__ == "_MemInfo":
+        return True
     return isinstance(base, bytes) or type(base).__name__ == "_MemInfo"
 
 

@@ -96,7 +96,18 @@ def explore(init, lo, hi, shift, mask, rows, consts, start, depth, *rest, thread
     n, _, n_choices, n_trans, _ = (int(x) for x in counts)
     if status != OK:
         return status, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
-    return OK, info, keys[:n], row_groups[: n + 1], indptr[: n_choices + 1], targets[:n_trans], probs[:n_trans], choice_gen[:n_choices]
+    sizes = (n, n + 1, n_choices + 1, n_trans, n_trans, n_choices)
+    return OK, info, *(_trimmed(a, size) for a, size in zip((keys, row_groups, indptr, targets, probs, choice_gen), sizes))
+
+
+def _trimmed(a: np.ndarray, size: int) -> np.ndarray:
+    """``a[:size]`` as an array that owns its memory (shrunk in place where ``a`` owns it, as every
+    array that grew does), so that ``SparseMDP`` adopts it without a copy: 137 MiB of copies at
+    Model A n=200 otherwise."""
+    if a.flags.owndata:
+        a.resize(size, refcheck=False)  # the exploration's own references to it are done with
+        return a
+    return a[:size].copy()
 
 
 def _grown(a: np.ndarray, need: int, keep: bool = True) -> np.ndarray:
@@ -163,7 +174,7 @@ def decode(keys, lo, shift, mask):
 def state_labels(rows, consts, start, depth, keys, *rest):
     """Every label at every packed state, ``(n_labels, n_states)`` (see ``_state_labels``); ranges of
     states in parallel."""
-    out = np.zeros((rest[3].shape[0], keys.shape[0]), np.bool_)
+    out = _kernel("_zeros_bool")(rest[3].shape[0], keys.shape[0])
     pool.over_ranges(keys.shape[0], lambda s0, s1: _kernel("_state_labels")(out, s0, s1, rows, consts, start, depth, keys, *rest))
     return out
 
@@ -171,7 +182,7 @@ def state_labels(rows, consts, start, depth, keys, *rest):
 def choice_rewards(rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, gen_action, n_models, *rest):
     """Every reward model's vector over the choices, ``(n_models, n_choices)`` (see
     ``_choice_rewards``); ranges of states in parallel."""
-    out = np.zeros((int(n_models), choice_gen.shape[0]), np.float64)
+    out = _kernel("_zeros")(int(n_models), choice_gen.shape[0])
     args = (rows, consts, start, depth, keys, lo, shift, mask, row_groups, choice_gen, gen_action, n_models, *rest)
     pool.over_ranges(keys.shape[0], lambda s0, s1: _kernel("_choice_rewards")(out, s0, s1, *args))
     return out

@@ -556,8 +556,19 @@ def _state_labels(out, s0, s1, rows, consts, start, depth, keys, lo, shift, mask
             out[i, s] = _evaluate(rows, consts, start[e], start[e + 1], vals, stack) != 0.0
 
 
+def _zeros(rows, cols):
+    """``np.zeros((rows, cols))`` allocated by numba: its rows are adopted by ``SparseMDP`` without
+    a copy (memory a kernel handed over, which no one else holds; see ``sparse_mdp._immutable``)."""
+    return np.zeros((rows, cols), np.float64)
+
+
+def _zeros_bool(rows, cols):
+    """``_zeros`` of booleans."""
+    return np.zeros((rows, cols), np.bool_)
+
+
 _HELPERS = ("_evaluate", "_find", "_dense", "_rehash", "_unpack", "_item_holds")
-_ENTRIES = ("_start", "_step", "_decode", "_state_labels", "_choice_rewards")
+_ENTRIES = ("_start", "_step", "_decode", "_state_labels", "_choice_rewards", "_zeros", "_zeros_bool")
 _LOCK = threading.Lock()
 _compiled: dict = {}
 
