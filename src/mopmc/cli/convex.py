@@ -111,8 +111,6 @@ def load_binding(spec: str | None):
 
 def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter, engine,
                    json_out, export_path, binding, kind, device=None, plot=None) -> None:
-    from mopmc.queries.convex import convex_query
-
     if soft and target is not None:
         raise PropertyError("--soft uses the thresholds as the target; do not also give --target")
     if engine not in ("kernel", "lp", "torch"):
@@ -133,6 +131,10 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     if loss not in ("mse", "wmse", "var"):
         raise PropertyError(f"--loss {loss!r}: use mse, wmse or var")
     loaded, p = load_multi(model, prop, const, valuations=export_path is not None, engine=engine, device=device)
+    # imported only now (0.24 s, scipy.sparse and the QP solver): the warm-up thread imports it
+    # while the model is explored, which leaves the GIL free
+    from mopmc.queries.convex import convex_query
+
     m = len(p.objectives)
     t = parse_vector(target, "--target", m)
     w = parse_vector(weights, "--weights", m)

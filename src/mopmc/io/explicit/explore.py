@@ -16,7 +16,10 @@ bit for bit. Every kernel is compiled once and cached (``numba_kernels.jit``).
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections import deque
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -71,25 +74,26 @@ def explore(init, lo, hi, shift, mask, rows, consts, start, depth, *rest, thread
     scratch = _buffers(0)  # one state's choices, where this thread generates them
     queue: deque = deque()
     scheduled = 0
-    while True:
-        if queue:
-            c_lo, task = queue.popleft()
-            c_hi, c_status, c_info, *buffers = task.result()
-            head = (pending, np.int64(c_lo), c_hi, c_status, c_info)
-        else:  # nothing generated ahead: go on here until enough states are known to share out
-            head, buffers = (pending, zero, zero, ok, info), scratch
-        while (status := step(*fixed, *state, counts, info, need, *head, *buffers, False)) == NEED_ROOM:
-            _make_room(state, counts, need)
-            _grow_chunk(buffers, need)
-        if not queue:
-            scheduled = int(counts[1])
-        if status != OK or (not queue and counts[1] == counts[0]):
-            break
-        n = int(counts[0])
-        while len(queue) < 4 * n_workers and n - scheduled >= MIN_CHUNK:
-            end = min(n, scheduled + CHUNK)
-            queue.append((scheduled, pool.submit(_generate_chunk, step, fixed, tuple(state), scheduled, end)))
-            scheduled = end
+    with _short_switch_interval():
+        while True:
+            if queue:
+                c_lo, task = queue.popleft()
+                c_hi, c_status, c_info, *buffers = task.result()
+                head = (pending, np.int64(c_lo), c_hi, c_status, c_info)
+            else:  # nothing generated ahead: go on here until enough states are known to share out
+                head, buffers = (pending, zero, zero, ok, info), scratch
+            while (status := step(*fixed, *state, counts, info, need, *head, *buffers, False)) == NEED_ROOM:
+                _make_room(state, counts, need)
+                _grow_chunk(buffers, need)
+            if not queue:
+                scheduled = int(counts[1])
+            if status != OK or (not queue and counts[1] == counts[0]):
+                break
+            n = int(counts[0])
+            while len(queue) < 4 * n_workers and n - scheduled >= MIN_CHUNK:
+                end = min(n, scheduled + CHUNK)
+                queue.append((scheduled, pool.submit(_generate_chunk, step, fixed, tuple(state), scheduled, end)))
+                scheduled = end
     for _, task in queue:  # after an error: let the tasks in flight finish before their arrays go
         task.result()
     keys, _, row_groups, indptr, targets, probs, choice_gen, _ = state
@@ -98,6 +102,35 @@ def explore(init, lo, hi, shift, mask, rows, consts, start, depth, *rest, thread
         return status, info, keys[:n], row_groups[:1], indptr[:1], targets[:0], probs[:0], choice_gen[:0]
     sizes = (n, n + 1, n_choices + 1, n_trans, n_trans, n_choices)
     return OK, info, *(_trimmed(a, size) for a, size in zip((keys, row_groups, indptr, targets, probs, choice_gen), sizes))
+
+
+# seconds: the longest a thread that wants the GIL waits for it (Python's default is 5 ms). The
+# exploration takes the GIL back after every chunk and every NEED_ROOM: where another thread keeps
+# it busy (a pure-Python loop beside Model A n=200's exploration) that took 10 s with one worker
+# instead of 0.4 s, and 1.0-1.2 s without workers; 0.5-1.2 s and 0.45-0.6 s with 0.1 ms.
+_SWITCH_INTERVAL = 1e-4
+_switch_lock = threading.Lock()
+_switch_users = 0
+_switch_saved = 0.0
+
+
+@contextmanager
+def _short_switch_interval():
+    """While the exploration runs, a thread that holds the GIL hands it over after
+    ``_SWITCH_INTERVAL`` (the previous interval comes back when the last exploration ends)."""
+    global _switch_users, _switch_saved
+    with _switch_lock:
+        if _switch_users == 0:
+            _switch_saved = sys.getswitchinterval()
+            sys.setswitchinterval(min(_switch_saved, _SWITCH_INTERVAL))
+        _switch_users += 1
+    try:
+        yield
+    finally:
+        with _switch_lock:
+            _switch_users -= 1
+            if _switch_users == 0:
+                sys.setswitchinterval(_switch_saved)
 
 
 def _trimmed(a: np.ndarray, size: int) -> np.ndarray:

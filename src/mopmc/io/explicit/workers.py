@@ -1,7 +1,9 @@
 """The explicit builder's worker threads: compiled kernels that release the GIL run on them side by side.
 
-``MOPMC_BUILD_THREADS`` sets how many (default: one less than the CPUs this process may use, so
-that with the calling thread every CPU has one; 0 builds on the calling thread alone).
+``MOPMC_BUILD_THREADS`` sets how many (0: the calling thread builds alone). The default is one fewer
+than the CPUs this process may use, so that with the calling thread every CPU has one, where there
+are at least ``MIN_CPUS``; on fewer the calling thread builds alone (on 2 CPUs the engine's warm-up
+thread has the other one while the model is explored, and a worker beside it gained nothing).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from mopmc.errors import ConfigError
 
 MIN_RANGE = 65536  # states per task below which a pass over the states stays on one thread
+MIN_CPUS = 4
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = 0  # the process that started the pool: a forked child has none of its threads
@@ -27,7 +30,8 @@ def count() -> int:
             return max(0, int(value))
         except ValueError:
             raise ConfigError(f"MOPMC_BUILD_THREADS={value!r}: expected a whole number of threads") from None
-    return max(0, len(os.sched_getaffinity(0)) - 1) if hasattr(os, "sched_getaffinity") else max(0, (os.cpu_count() or 1) - 1)
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return cpus - 1 if cpus >= MIN_CPUS else 0
 
 
 def submit(fn, *args) -> Future:
