@@ -201,3 +201,13 @@ def test_a_forked_child_starts_its_own_workers(monkeypatch):
 
 def _submit_in_child():
     return workers.submit(int, "7").result(timeout=30)
+
+
+def test_a_bad_thread_count_is_the_users_error_not_a_fallback(tmp_path, monkeypatch):
+    """The builder steps aside for models it cannot build; a malformed MOPMC_BUILD_THREADS must
+    not look like one of those (it was 'mopmc's builder does not cover this model')."""
+    path = tmp_path / "wide.nm"
+    path.write_text(WIDE)
+    monkeypatch.setenv("MOPMC_BUILD_THREADS", "two")
+    with pytest.raises(ConfigError, match="MOPMC_BUILD_THREADS='two'"):
+        load(path, builder="mopmc")

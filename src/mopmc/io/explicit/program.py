@@ -9,7 +9,7 @@ from typing import Callable, Mapping, Sequence
 
 import numpy as np
 
-from mopmc.errors import InvalidModelError, MopmcError
+from mopmc.errors import ConfigError, InvalidModelError, MopmcError
 from mopmc.io import storm
 from mopmc.io.explicit import explore as ex
 from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, counter_update, implied_ranges, range_test, rational_literal
@@ -53,7 +53,7 @@ def build(
         if min_space and _space(program) < min_space:
             return None
         return _build(program, reward_names, items, atoms, valuations, source or str(path), before_explore)
-    except InvalidModelError:
+    except (InvalidModelError, ConfigError):  # the model's fault, or the user's settings (MOPMC_BUILD_THREADS)
         raise
     except (NotCompilable, MopmcError, RuntimeError, ValueError, UnicodeDecodeError, OSError):
         return None
