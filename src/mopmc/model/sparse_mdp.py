@@ -65,8 +65,8 @@ def _immutable(base) -> bool:
     arrays, which no one else holds; also rows of such an array, as the builder's reward models)."""
     if isinstance(base, memoryview):
         return base.readonly and isinstance(base.obj, (bytes, mmap.mmap))
-    if isinstance(base, np.ndarray) and base.base is not None and type(base.base).__name__ == "_MemInfo":
-        return True
+    if isinstance(base, np.ndarray):  # a view of a view: numpy keeps the array a row was taken from
+        return base.base is not None and _immutable(base.base)
     return isinstance(base, bytes) or type(base).__name__ == "_MemInfo"
 
 

@@ -24,6 +24,7 @@ from contextlib import contextmanager
 import numpy as np
 
 from mopmc.io.explicit import workers as pool
+from mopmc.io.explicit import kernels
 from mopmc.io.explicit.kernels import NEED_ROOM, OK, OUT_OF_BOUNDS
 from mopmc.io.explicit.kernels import kernel as _kernel
 
@@ -66,7 +67,7 @@ def explore(init, lo, hi, shift, mask, rows, consts, start, depth, *rest, thread
     state = [keys, table, row_groups, indptr, targets, probs, choice_gen, ids]
     fixed = (prog, depth, is_dtmc, max_states, stride, index)
     info = np.full(4, -1, np.int64)
-    need = np.zeros(12, np.int64)
+    need = np.zeros(kernels.N_ROOM, np.int64)
     n_workers = pool.count() if threads is None else threads
     never = np.int64(np.iinfo(np.int64).max)
     pending = np.int64(2 * MIN_CHUNK if n_workers else never)
@@ -151,15 +152,24 @@ def _grown(a: np.ndarray, need: int, keep: bool = True) -> np.ndarray:
     return out
 
 
+# ``need`` slot -> index in ``state`` (keys, table, row_groups, indptr, targets, probs, choice_gen, ids)
+_STATE_ROOM = ((kernels.ROOM_KEYS, 0), (kernels.ROOM_ROW_GROUPS, 2), (kernels.ROOM_INDPTR, 3),
+               (kernels.ROOM_TARGETS, 4), (kernels.ROOM_TARGETS, 5), (kernels.ROOM_CHOICE_GEN, 6),
+               (kernels.ROOM_IDS, 7))
+# ``need`` slot -> indices in ``_buffers``' list, and whether the contents are kept
+_CHUNK_ROOM = ((kernels.ROOM_STATE_END, (0,), True), (kernels.ROOM_CHOICES, (1, 2), True),
+               (kernels.ROOM_ENTRIES, (3, 4), True), (kernels.ROOM_WORK, (5, 6), False))
+
+
 def _make_room(state: list, counts, need) -> None:
     """Grow the exploration's arrays in ``state`` that ``_step``'s ``need`` asks for (the hash table:
-    rehashed with more bits)."""
-    for k, i in ((0, 0), (1, 2), (2, 3), (3, 4), (3, 5), (4, 6), (5, 7)):  # need index, state index
-        if need[k]:
-            state[i] = _grown(state[i], need[k])
-    if need[6]:
+    rehashed with more bits); ``_grow_chunk`` then grows the choice buffers and clears ``need``."""
+    for slot, i in _STATE_ROOM:
+        if need[slot]:
+            state[i] = _grown(state[i], need[slot])
+    if need[kernels.ROOM_TABLE]:
         bits = int(counts[4])
-        while (1 << bits) < need[6]:
+        while (1 << bits) < need[kernels.ROOM_TABLE]:
             bits += 1
         state[1] = _kernel("_rehash")(state[0], counts[0], np.int64(bits))
         counts[4] = bits
@@ -167,10 +177,10 @@ def _make_room(state: list, counts, need) -> None:
 
 def _grow_chunk(buffers: list, need) -> None:
     """Grow the choice buffers (``_buffers``) that ``_step``'s ``need`` asks for; clear ``need``."""
-    for k, items, keep in ((8, (0,), True), (9, (1, 2), True), (10, (3, 4), True), (11, (5, 6), False)):
-        if need[k]:
+    for slot, items, keep in _CHUNK_ROOM:
+        if need[slot]:
             for i in items:
-                buffers[i] = _grown(buffers[i], need[k], keep)
+                buffers[i] = _grown(buffers[i], need[slot], keep)
     need[:] = 0
 
 
@@ -189,7 +199,7 @@ def _generate_chunk(step, fixed, state, s0: int, s1: int):
     counts = np.zeros(5, np.int64)
     counts[1] = s0
     info = np.full(4, -1, np.int64)
-    need = np.zeros(12, np.int64)
+    need = np.zeros(kernels.N_ROOM, np.int64)
     buffers = _buffers(s1 - s0)
     lo, hi = np.int64(s0), np.int64(s1)
     while (status := step(*fixed, *state, counts, info, need, np.int64(0), lo, hi, np.int64(OK), info, *buffers, True)) == NEED_ROOM:

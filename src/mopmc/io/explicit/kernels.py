@@ -13,6 +13,11 @@ import numpy as np
 OK, OUT_OF_BOUNDS, NONDETERMINISTIC_DTMC, BAD_PROBABILITY, NOT_ONE, TOO_MANY = 0, 1, 2, 3, 4, 5
 NEED_ROOM = 6  # (internal) an array is too small: grow it and go on
 
+# ``_step``'s ``need`` slots: the length an array (or pair of arrays) needs after ``NEED_ROOM``
+(ROOM_KEYS, ROOM_ROW_GROUPS, ROOM_INDPTR, ROOM_TARGETS, ROOM_CHOICE_GEN, ROOM_IDS, ROOM_TABLE,  # the exploration's
+ ROOM_STATE_END, ROOM_CHOICES, ROOM_ENTRIES, ROOM_WORK) = range(11)  # a chunk's (choices: gen and end; entries: key and prob)
+N_ROOM = 11
+
 
 def _evaluate(rows, consts, a, b, vals, stack):
     """Value of the expression ``rows[a:b]`` at variable values ``vals``."""
@@ -255,7 +260,7 @@ def _step(
                     # the distribution of this combination of commands: one update of each,
                     # multiplied (in work row ``cur``); the last part's products go to the output
                     if n_c + 2 > c_end.shape[0] or n_c + 1 > c_gen.shape[0]:
-                        need[9] = n_c + 2
+                        need[ROOM_CHOICES] = n_c + 2
                         gen_status = NEED_ROOM
                         break
                     nd = 1
@@ -269,11 +274,11 @@ def _step(
                         u1 = cmd_upd_ptr[c + 1]
                         last = i == n_parts - 1
                         if last and base + nd * (u1 - u0) > c_key.shape[0]:
-                            need[10] = base + nd * (u1 - u0)
+                            need[ROOM_ENTRIES] = base + nd * (u1 - u0)
                             gen_status = NEED_ROOM
                             break
                         if not last and nd * (u1 - u0) > work:
-                            need[11] = nd * (u1 - u0)
+                            need[ROOM_WORK] = nd * (u1 - u0)
                             gen_status = NEED_ROOM
                             break
                         ne = base if last else 0
@@ -349,7 +354,7 @@ def _step(
                 break
             if generate_only:
                 if s - c_lo + 2 > c_state_end.shape[0]:
-                    need[8] = s - c_lo + 2
+                    need[ROOM_STATE_END] = s - c_lo + 2
                     status = NEED_ROOM
                     break
                 c_state_end[s - c_lo + 1] = n_c
@@ -363,25 +368,25 @@ def _step(
         n_entries = c_end[n_c] - c_end[c0]
         n_new = max(n_c - c0, 1)
         if n + n_entries > keys.shape[0]:
-            need[0] = n + n_entries
+            need[ROOM_KEYS] = n + n_entries
             status = NEED_ROOM
         if s + 2 > row_groups.shape[0]:
-            need[1] = s + 2
+            need[ROOM_ROW_GROUPS] = s + 2
             status = NEED_ROOM
         if n_choices + n_new + 1 > indptr.shape[0]:
-            need[2] = n_choices + n_new + 1
+            need[ROOM_INDPTR] = n_choices + n_new + 1
             status = NEED_ROOM
         if n_choices + n_new > choice_gen.shape[0]:
-            need[4] = n_choices + n_new
+            need[ROOM_CHOICE_GEN] = n_choices + n_new
             status = NEED_ROOM
         if n_trans + max(n_entries, 1) > targets.shape[0]:
-            need[3] = n_trans + max(n_entries, 1)
+            need[ROOM_TARGETS] = n_trans + max(n_entries, 1)
             status = NEED_ROOM
         if n_entries > ids.shape[0]:
-            need[5] = n_entries
+            need[ROOM_IDS] = n_entries
             status = NEED_ROOM
         if not dense and 2 * (n + n_entries) > table.shape[0]:
-            need[6] = 2 * (n + n_entries)
+            need[ROOM_TABLE] = 2 * (n + n_entries)
             status = NEED_ROOM
         if status != OK:
             break
@@ -389,7 +394,9 @@ def _step(
         for c in range(c0, n_c):
             e0 = c_end[c]
             nd = c_end[c + 1] - e0
-            # number the targets (new states in order of appearance), then sort and merge
+            # number the targets (new states in order of appearance), then sort and merge; the
+            # lookups are _dense's and _find's written out: a call per target that passes arrays
+            # costs numba two reference counts for each
             for r in range(nd):
                 key = c_key[e0 + r]
                 if dense:
