@@ -173,8 +173,11 @@ class Engine:
         stamp("finite")
         self.quotient = ec.collapse(p1, self.zero_ecs, stay=allow_stay)
         q = self.quotient.problem
-        g = graph.Csr(q.row_groups, q.indptr, q.targets)
-        good, proper = graph.almost_sure_max(g, np.zeros(q.n_states, bool), q.exits)
+        if q is p1 and p1_plan.n_cyclic == 0:  # every SCC one state: one pass, successors first
+            good, proper = graph.almost_sure_exit_acyclic(q, processing_order(p1_plan))
+        else:
+            g = graph.Csr(q.row_groups, q.indptr, q.targets)
+            good, proper = graph.almost_sure_max(g, np.zeros(q.n_states, bool), q.exits)
         if not good[q.initial]:
             err = InfiniteValueError(
                 f"{model.source}: every scheduler collects infinite reward against the preferred direction "
@@ -182,9 +185,12 @@ class Engine:
             )
             err.against = True  # infinite in the non-preferred direction (e.g. +inf for a min objective)
             raise err
-        valid = good[q.state_of_choice()] & _all_in(q, good)
-        self.good = restrict(q, good, valid)
-        proper = _global(self.good, proper[good], q)
+        if good.all():  # (as restrict would: no copies)
+            self.good = identity(q)
+        else:
+            valid = good[q.state_of_choice()] & _all_in(q, good)
+            self.good = restrict(q, good, valid)
+            proper = _global(self.good, proper[good], q)
         stamp("proper")
         # drop_worthless's plan still holds when nothing was collapsed or removed since
         first = p1_plan if self.good.problem is p1 else plan(self.good.problem)

@@ -193,6 +193,124 @@ def scc_labels(row_groups, indptr, targets, seed):
 
 
 @_lazy
+def plan_order(label, height):
+    """The states of a plan by level (``level[s] = height[label[s]]``), apart for the states of
+    one-state SCCs (``trivial``) and of larger ones (``cyclic``), each sorted by level and then by
+    state (a counting sort: two passes over the states instead of two stable argsorts).
+
+    Returns ``(level, trivial, cyclic, trivial_start, cyclic_start)``; ``*_start[l]``: how many of
+    those states lie below level ``l`` (length ``max level + 2``)."""
+    n = label.shape[0]
+    n_labels = height.shape[0]
+    acyclic = n_labels == n  # as many SCCs as states: every SCC is one state
+    big = np.zeros(0 if acyclic else n_labels, np.bool_)
+    if not acyclic:
+        size = np.zeros(n_labels, np.int64)
+        for s in range(n):
+            size[label[s]] += 1
+        for i in range(n_labels):
+            big[i] = size[i] > 1
+    level = np.empty(n, np.int64)
+    top = 0
+    for i in range(n_labels):
+        if height[i] > top:
+            top = height[i]
+    ts = np.zeros(top + 2, np.int64)
+    cs = np.zeros(top + 2, np.int64)
+    for s in range(n):
+        h = height[label[s]]
+        level[s] = h
+        if not acyclic and big[label[s]]:
+            cs[h + 1] += 1
+        else:
+            ts[h + 1] += 1
+    for h in range(top + 1):
+        ts[h + 1] += ts[h]
+        cs[h + 1] += cs[h]
+    trivial = np.empty(ts[top + 1], np.int64)
+    cyclic = np.empty(cs[top + 1], np.int64)
+    tf = ts[:-1].copy()
+    cf = cs[:-1].copy()
+    for s in range(n):
+        h = level[s]
+        if not acyclic and big[label[s]]:
+            cyclic[cf[h]] = s
+            cf[h] += 1
+        else:
+            trivial[tf[h]] = s
+            tf[h] += 1
+    return level, trivial, cyclic, ts, cs
+
+
+@_lazy
+def kept_labels(label, keep_labels):
+    """The states whose SCC ``keep_labels`` keeps, and their SCCs renumbered densely in the same
+    order: ``(keep_states, new_label)`` (``new_label`` over the kept states only)."""
+    new = np.empty(keep_labels.shape[0], np.int64)
+    k = 0
+    for i in range(keep_labels.shape[0]):
+        new[i] = k
+        if keep_labels[i]:
+            k += 1
+    n = label.shape[0]
+    keep = np.empty(n, np.bool_)
+    out = np.empty(n, np.int64)
+    j = 0
+    for s in range(n):
+        b = label[s]
+        keep[s] = keep_labels[b]
+        if keep_labels[b]:
+            out[j] = new[b]
+            j += 1
+    return keep, out[:j]
+
+
+@_lazy
+def order_steps(order, jump):
+    """Between consecutive entries of ``order``: how many steps are not ``+1``, and how many
+    jump by more than ``jump`` either way."""
+    off = 0
+    big = 0
+    for i in range(order.shape[0] - 1):
+        d = order[i + 1] - order[i]
+        if d != 1:
+            off += 1
+        if d > jump or d < -jump:
+            big += 1
+    return off, big
+
+
+@_lazy
+def leave_surely_in_order(order, row_groups, indptr, targets, exits):
+    """Where every SCC is one state (self-loops allowed): the states from which some scheduler
+    reaches the terminal (``exits``) almost surely, and such a choice of each (``-1`` elsewhere),
+    in one pass over ``order`` (every state, each after its successors).
+
+    A state has one iff one of its choices leaves it (an exit or a transition elsewhere; its
+    self-loop then holds it with probability below 1) and has every other successor among them."""
+    n = row_groups.shape[0] - 1
+    good = np.zeros(n, np.bool_)
+    via = np.full(n, -1, np.int64)
+    for i in range(order.shape[0]):
+        s = order[i]
+        for c in range(row_groups[s], row_groups[s + 1]):
+            ok = True
+            leaves = exits[c]
+            for k in range(indptr[c], indptr[c + 1]):
+                t = targets[k]
+                if t != s:
+                    if not good[t]:
+                        ok = False
+                        break
+                    leaves = True
+            if ok and leaves:
+                good[s] = True
+                via[s] = c
+                break
+    return good, via
+
+
+@_lazy
 def backward_reach(seed, rev_ptr, rev_choice, state_of_choice, allowed_choice, allowed_state):
     """States (within ``allowed_state``) that reach ``seed`` in the graph of the allowed choices.
 
@@ -583,34 +701,39 @@ def permute_maps(row_groups, order):
 
 
 @_lazy
-def gather_choices(indptr, targets, probs, origin, state_map):
-    """The choices ``origin`` of a CSR (``-1``: an empty choice), targets renumbered by ``state_map``;
-    transitions into removed states (``state_map < 0``) are dropped. Returns the new ``indptr``,
-    ``targets``, ``probs`` and, per new choice, whether a transition was dropped."""
+def gather_problem(indptr, targets, probs, rewards, exits, origin, state_map):
+    """The choices ``origin`` of a problem, targets renumbered by ``state_map``, in one pass:
+    transitions into removed states (``state_map < 0``) are dropped and make their choice an exit.
+    Returns the new ``indptr``, ``targets``, ``probs``, ``rewards`` rows and ``exits``."""
     n = origin.shape[0]
+    m = rewards.shape[1]
     total = 0
     for c in range(n):
         o = origin[c]
-        if o >= 0:
-            total += indptr[o + 1] - indptr[o]
-    ip = np.zeros(n + 1, np.int64)
+        total += indptr[o + 1] - indptr[o]
+    ip = np.empty(n + 1, np.int64)
+    ip[0] = 0
     tg = np.empty(total, np.int64)
     pr = np.empty(total, np.float64)
-    lost = np.zeros(n, np.bool_)
+    rw = np.empty((n, m), np.float64)
+    ex = np.empty(n, np.bool_)
     k = 0
     for c in range(n):
         o = origin[c]
-        if o >= 0:
-            for j in range(indptr[o], indptr[o + 1]):
-                t = state_map[targets[j]]
-                if t >= 0:
-                    tg[k] = t
-                    pr[k] = probs[j]
-                    k += 1
-                else:
-                    lost[c] = True
+        lost = exits[o]
+        for j in range(indptr[o], indptr[o + 1]):
+            t = state_map[targets[j]]
+            if t >= 0:
+                tg[k] = t
+                pr[k] = probs[j]
+                k += 1
+            else:
+                lost = True
         ip[c + 1] = k
-    return ip, tg[:k], pr[:k], lost  # views: no second copy of every transition (first-touch of 16 bytes each)
+        ex[c] = lost
+        for i in range(m):
+            rw[c, i] = rewards[o, i]
+    return ip, tg[:k], pr[:k], rw, ex  # views: no second copy of every transition (first-touch of 16 bytes each)
 
 
 @_lazy

@@ -100,11 +100,18 @@ def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | Non
     use = keep_choices is not None
     state_map, origin, new_rg = nk.restrict_maps(p.row_groups, np.ascontiguousarray(keep_states, np.bool_),
                                                  np.ascontiguousarray(keep_choices if use else np.zeros(0), np.bool_), use)
-    ip, tg, pr, lost = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
-    exits = p.exits[origin] | lost
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(new_rg, ip, tg, pr, take_rows(p.rewards, origin), exits, init)
+    q = Problem(new_rg, *_gathered(p, origin, state_map), init)
     return Restriction(q, state_map, origin)
+
+
+def _gathered(p: Problem, origin: np.ndarray, state_map: np.ndarray):
+    """``indptr, targets, probs, rewards, exits`` of ``p``'s choices ``origin`` with targets
+    renumbered by ``state_map`` (one compiled pass; transitions into removed states become exits)."""
+    from mopmc.engine import numba_kernels as nk
+
+    return nk.gather_problem(p.indptr, p.targets, p.probs, np.ascontiguousarray(p.rewards, np.float64),
+                             np.ascontiguousarray(p.exits, np.bool_), origin, state_map)
 
 
 def take_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -115,7 +122,11 @@ def take_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 def is_range(states: np.ndarray) -> bool:
     """Whether ``states`` is ``a, a+1, ..., b`` (empty included)."""
-    return bool(np.all(np.diff(states) == 1))
+    if len(states) < 65536:
+        return bool(np.all(np.diff(states) == 1))
+    from mopmc.engine import numba_kernels as nk
+
+    return nk.order_steps(np.ascontiguousarray(states, np.int64), 1)[0] == 0
 
 
 def identity(p: Problem) -> Restriction:
@@ -134,7 +145,6 @@ def permute(p: Problem, order: np.ndarray) -> Restriction:
     from mopmc.engine import numba_kernels as nk
 
     state_map, origin, rg = nk.permute_maps(p.row_groups, np.ascontiguousarray(order, np.int64))
-    ip, tg, pr, lost = nk.gather_choices(p.indptr, p.targets, p.probs, origin, state_map)
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(rg, ip, tg, pr, take_rows(p.rewards, origin), p.exits[origin] | lost, init)
+    q = Problem(rg, *_gathered(p, origin, state_map), init)
     return Restriction(q, state_map, origin)

@@ -48,37 +48,37 @@ def state_sccs(p: Problem, seed: np.ndarray | None = None) -> Sccs:
 def restrict_sccs(sccs: Sccs, keep_labels: np.ndarray) -> Sccs:
     """The SCCs of the sub-problem of the states whose SCC is in ``keep_labels`` (a bool per label,
     closed under successors: what can reach a seed), renumbered densely in the same order."""
+    return split_sccs(sccs, keep_labels)[1]
+
+
+def split_sccs(sccs: Sccs, keep_labels: np.ndarray) -> tuple[np.ndarray, Sccs]:
+    """The states kept (a bool per state) and :func:`restrict_sccs`, in one compiled pass."""
+    from mopmc.engine import numba_kernels as nk
+
+    keep_labels = np.ascontiguousarray(keep_labels, np.bool_)
     if keep_labels.all():
-        return sccs
-    new = np.cumsum(keep_labels) - 1
-    kept_states = keep_labels[sccs.label]
-    return Sccs(new[sccs.label[kept_states]], sccs.height[keep_labels], sccs.reach[keep_labels])
+        return np.ones(len(sccs.label), bool), sccs
+    keep, label = nk.kept_labels(sccs.label, keep_labels)
+    return keep, Sccs(label, sccs.height[keep_labels], sccs.reach[keep_labels])
 
 
 def plan(p: Problem | None, sccs: Sccs | None = None) -> Plan:
     """The plan of ``p``; ``sccs``: its SCCs when already computed (then ``p`` is not read)."""
+    from mopmc.engine import numba_kernels as nk
+
     label, levels, _ = sccs if sccs is not None else state_sccs(p)
-    level = levels[label]
-    cyclic = np.bincount(label)[label] > 1
-    trivial = np.flatnonzero(~cyclic)
-    trivial = trivial[np.argsort(level[trivial], kind="stable")]
-    tl = level[trivial]
+    level, trivial, cyc, t_start, c_start = nk.plan_order(label, levels)
     steps: list[tuple[str, np.ndarray]] = []
     start = 0
-    cyc = np.flatnonzero(cyclic)
-    cyc = cyc[np.argsort(level[cyc], kind="stable")]
-    cl = level[cyc]
-    bounds = np.flatnonzero(np.diff(cl)) + 1
-    for group in np.split(cyc, bounds) if len(cyc) else ():
-        L = level[group[0]]
-        stop = int(np.searchsorted(tl, L, side="right"))
+    for L in np.flatnonzero(np.diff(c_start)):  # the levels that hold cycles, upwards
+        stop = int(t_start[L + 1])  # the one-state SCCs up to level L go first
         if stop > start:
             steps.append(("pass", trivial[start:stop]))
         start = stop
-        steps.append(("cycles", np.sort(group)))
+        steps.append(("cycles", cyc[c_start[L]:c_start[L + 1]]))
     if start < len(trivial):
         steps.append(("pass", trivial[start:]))
-    return Plan(label, level, tuple(steps), int(cyclic.sum()))
+    return Plan(label, level, tuple(steps), len(cyc))
 
 
 def processing_order(pl: Plan) -> np.ndarray:
@@ -90,7 +90,12 @@ def nearly_sequential(order: np.ndarray) -> bool:
     """Whether visiting states in ``order`` reads memory almost sequentially (fewer than 5% of
     the steps jump by more than 64 states): renumbering in that order would cost a copy of every
     transition and save nothing (Storm's breadth-first numbering read backwards usually is)."""
-    return len(order) > 1 and float(np.mean(np.abs(np.diff(order)) > 64)) < 0.05
+    if len(order) <= 1:
+        return False
+    from mopmc.engine import numba_kernels as nk
+
+    _, big = nk.order_steps(np.ascontiguousarray(order, np.int64), 64)
+    return big / (len(order) - 1) < 0.05
 
 
 def in_processing_order(pl: Plan) -> Plan:

@@ -11,7 +11,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mopmc.engine.problem import Problem, Restriction, owners, permute, restrict
-from mopmc.engine.scc import Plan, Sccs, in_processing_order, nearly_sequential, plan, processing_order, restrict_sccs, state_sccs
+from mopmc.engine.scc import Plan, Sccs, in_processing_order, nearly_sequential, plan, processing_order, split_sccs, state_sccs
 
 
 class Csr(NamedTuple):
@@ -85,6 +85,17 @@ def almost_sure_max(g: Csr, target: np.ndarray, exits: np.ndarray | None = None,
     return inside, via
 
 
+def almost_sure_exit_acyclic(p: Problem, order: np.ndarray):
+    """:func:`almost_sure_max` towards the terminal alone (no target states) where every SCC of
+    ``p`` is one state (self-loops allowed), in one compiled pass over ``order`` (every state,
+    each after its successors: a processing order of :func:`~mopmc.engine.scc.plan`) instead of
+    its fixpoint of reverse breadth-first searches. Returns ``(mask, choice)`` as it does (the
+    choice may differ: any proper one)."""
+    from mopmc.engine import numba_kernels as nk
+
+    return nk.leave_surely_in_order(np.ascontiguousarray(order, np.int64), p.row_groups, p.indptr, p.targets, p.exits)
+
+
 def avoid_positive(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> np.ndarray:
     """States where some scheduler avoids ``target`` forever with probability 1 (``Pmin[F target] = 0``)."""
     rev = rev or reverse(g)
@@ -131,8 +142,7 @@ def drop_worthless(p: Problem, numbering: str = "keep") -> tuple[Restriction, Sc
     paying = nk.nonzero_rows(p.rewards)
     seed = np.bincount(p.state_of_choice()[paying], minlength=p.n_states) > 0
     sccs = state_sccs(p, seed)
-    keep = sccs.reach[sccs.label]
-    kept_sccs = restrict_sccs(sccs, sccs.reach)
+    keep, kept_sccs = split_sccs(sccs, sccs.reach)
     if p.initial < 0 or not keep[p.initial]:
         return restrict(p, keep), kept_sccs, None
     first = plan(None, kept_sccs)

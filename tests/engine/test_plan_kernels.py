@@ -1,0 +1,126 @@
+"""The compiled steps of the engine's preprocessing against their plain numpy definitions.
+
+``plan`` (a counting sort by level), the one-pass almost-sure exit on graphs whose SCCs are single
+states (against the general fixpoint of :func:`~mopmc.engine.reductions.graph.almost_sure_max`),
+the kept SCCs of a restriction, and the order tests ``is_range`` / ``nearly_sequential``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mdp_reference import FAST
+from mopmc.engine import numba_kernels as nk
+from mopmc.engine.problem import Problem, is_range
+from mopmc.engine.reductions import graph
+from mopmc.engine.scc import Plan, nearly_sequential, plan, processing_order, split_sccs, state_sccs
+
+
+def _random_problem(rng, n, *, acyclic: bool) -> Problem:
+    """1-3 choices per state, 0-3 transitions each; ``acyclic``: every transition goes to a state
+    of a smaller number or back to its own (self-loops: every SCC a single state)."""
+    choices = rng.integers(1, 4, n)
+    rg = np.concatenate(([0], np.cumsum(choices))).astype(np.int64)
+    lens = rng.integers(0, 4, rg[-1])
+    ip = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    owner = np.repeat(np.repeat(np.arange(n), choices), lens)
+    tg = rng.integers(0, n, ip[-1]).astype(np.int64)
+    if acyclic:
+        below = (rng.random(ip[-1]) * (owner + 1)).astype(np.int64)  # 0 .. owner
+        tg = np.where(rng.random(ip[-1]) < 0.2, owner, below)
+    exits = (lens == 0) | (rng.random(rg[-1]) < 0.15)
+    return Problem(rg, ip, tg, np.full(ip[-1], 1.0), np.zeros((rg[-1], 1)), exits, 0)
+
+
+def _plan_reference(label, levels) -> Plan:
+    """The plan as two stable argsorts (the engine's former form)."""
+    level = levels[label]
+    cyclic = np.bincount(label)[label] > 1
+    trivial = np.flatnonzero(~cyclic)
+    trivial = trivial[np.argsort(level[trivial], kind="stable")]
+    tl = level[trivial]
+    steps, start = [], 0
+    cyc = np.flatnonzero(cyclic)
+    cyc = cyc[np.argsort(level[cyc], kind="stable")]
+    bounds = np.flatnonzero(np.diff(level[cyc])) + 1
+    for group in np.split(cyc, bounds) if len(cyc) else ():
+        stop = int(np.searchsorted(tl, level[group[0]], side="right"))
+        if stop > start:
+            steps.append(("pass", trivial[start:stop]))
+        start = stop
+        steps.append(("cycles", np.sort(group)))
+    if start < len(trivial):
+        steps.append(("pass", trivial[start:]))
+    return Plan(label, level, tuple(steps), int(cyclic.sum()))
+
+
+@settings(max_examples=80, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80), acyclic=st.booleans())
+def test_plan_is_the_argsort_plan(seed, n, acyclic):
+    p = _random_problem(np.random.default_rng(seed), n, acyclic=acyclic)
+    sccs = state_sccs(p)
+    mine, ref = plan(None, sccs), _plan_reference(sccs.label, sccs.height)
+    assert mine.n_cyclic == ref.n_cyclic
+    np.testing.assert_array_equal(mine.level, ref.level)
+    assert [k for k, _ in mine.steps] == [k for k, _ in ref.steps]
+    for (_, a), (_, b) in zip(mine.steps, ref.steps):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_plan_of_no_states():
+    pl = plan(None, state_sccs(Problem(np.zeros(1, np.int64), np.zeros(1, np.int64), np.zeros(0, np.int64),
+                                       np.zeros(0), np.zeros((0, 1)), np.zeros(0, bool), -1)))
+    assert pl.steps == () and pl.n_cyclic == 0
+
+
+@settings(max_examples=80, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_one_pass_exit_equals_the_fixpoint_where_every_scc_is_one_state(seed, n):
+    p = _random_problem(np.random.default_rng(seed), n, acyclic=True)
+    pl = plan(p)
+    assert pl.n_cyclic == 0
+    good, via = graph.almost_sure_exit_acyclic(p, processing_order(pl))
+    ref, _ = graph.almost_sure_max(graph.Csr(p.row_groups, p.indptr, p.targets), np.zeros(n, bool), p.exits)
+    np.testing.assert_array_equal(good, ref)
+    np.testing.assert_array_equal(via < 0, ~good)
+    for s in np.flatnonzero(good):  # a proper choice: it leaves s and stays among the good states
+        c = via[s]
+        assert p.row_groups[s] <= c < p.row_groups[s + 1]
+        succ = p.targets[p.indptr[c]:p.indptr[c + 1]]
+        others = succ[succ != s]
+        assert p.exits[c] or len(others)
+        assert good[others].all()
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_split_sccs_keeps_the_states_of_the_kept_sccs(seed, n):
+    rng = np.random.default_rng(seed)
+    p = _random_problem(rng, n, acyclic=False)
+    sccs = state_sccs(p, rng.random(n) < 0.2)
+    keep, kept = split_sccs(sccs, sccs.reach)
+    np.testing.assert_array_equal(keep, sccs.reach[sccs.label])
+    new = np.cumsum(sccs.reach) - 1
+    np.testing.assert_array_equal(kept.label, new[sccs.label[keep]])
+    np.testing.assert_array_equal(kept.height, sccs.height[sccs.reach])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 100, 70_000, 200_000])
+def test_order_tests_equal_numpy_on_long_and_short_arrays(n):
+    rng = np.random.default_rng(n)
+    run = np.arange(5, 5 + n, dtype=np.int64)
+    assert is_range(run)
+    if n > 1:
+        broken = run.copy()
+        broken[n // 2] += 1
+        assert not is_range(broken)
+    for jumpy in (0.0, 0.03, 0.07, 0.5):
+        order = np.arange(n, dtype=np.int64)
+        where = rng.random(n) < jumpy
+        order[where] += 1000
+        ref = n > 1 and float(np.mean(np.abs(np.diff(order)) > 64)) < 0.05
+        assert nearly_sequential(order) == ref
+        assert nk.order_steps(order, 64)[1] == int(np.sum(np.abs(np.diff(order)) > 64))
