@@ -124,3 +124,28 @@ def test_order_tests_equal_numpy_on_long_and_short_arrays(n):
         ref = n > 1 and float(np.mean(np.abs(np.diff(order)) > 64)) < 0.05
         assert nearly_sequential(order) == ref
         assert nk.order_steps(order, 64)[1] == int(np.sum(np.abs(np.diff(order)) > 64))
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80), m=st.integers(0, 3))
+def test_restrict_and_permute_on_worker_threads_equal_one_pass(seed, n, m):
+    """Ranges of a few choices counted and filled by three threads: the arrays of the one-pass
+    kernel (no workers)."""
+    from mopmc import workers
+    from mopmc.engine.problem import permute, restrict
+
+    rng = np.random.default_rng(seed)
+    p = _random_problem(rng, n, acyclic=False)
+    p = p._replace(rewards=rng.normal(size=(p.n_choices, m)))
+    keep = rng.random(n) < 0.7
+    order = rng.permutation(np.flatnonzero(keep))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(workers, "count", lambda: 0)
+        one = restrict(p, keep).problem, permute(p, order).problem
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(workers, "count", lambda: 2)
+        mp.setattr(workers, "MIN_RANGE", 2)
+        many = restrict(p, keep).problem, permute(p, order).problem
+    for a, b in zip(one, many):
+        for name, x, y in zip(a._fields, a, b):
+            assert np.array_equal(x, y) and np.asarray(x).dtype == np.asarray(y).dtype, name

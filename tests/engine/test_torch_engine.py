@@ -426,9 +426,16 @@ def _pad_levels_reference(p, steps, self_only, den, waste, small):
 
 @pytest.mark.parametrize("case", ["layered", "random"])
 @pytest.mark.parametrize("small", [4096, 64, 0])
-def test_compiled_padded_layout_equals_numpy_reference(case, small):
+@pytest.mark.parametrize("split", [False, True])
+def test_compiled_padded_layout_equals_numpy_reference(case, small, split, monkeypatch):
+    """``split``: the levels filled by three threads in parts of a few levels each."""
+    from mopmc import workers
+    from mopmc.engine import torch_levels
     from mopmc.engine.torch_levels import pad_levels
 
+    if split:
+        monkeypatch.setattr(workers, "count", lambda: 2)
+        monkeypatch.setattr(torch_levels, "PAR_MIN", 1)
     rng = np.random.default_rng(11)
     if case == "layered":
         model, objs = _layered(rng), total_objectives(2, ["max", "min"])

@@ -7,10 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from mopmc import workers
 from mopmc.errors import ConfigError, MopmcError
 from mopmc.examples import files
 from mopmc.io.explicit import explore as ex
-from mopmc.io.explicit import program, workers
+from mopmc.io.explicit import program
 from mopmc.io.load import load
 
 from explicit_compare import assert_same_model

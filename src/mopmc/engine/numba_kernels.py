@@ -737,6 +737,48 @@ def gather_problem(indptr, targets, probs, rewards, exits, origin, state_map):
 
 
 @_lazy
+def gather_count(indptr, targets, origin, state_map, c0, c1):
+    """How many transitions of the choices ``origin[c0:c1]`` ``gather_fill`` keeps."""
+    k = 0
+    for c in range(c0, c1):
+        o = origin[c]
+        for j in range(indptr[o], indptr[o + 1]):
+            if state_map[targets[j]] >= 0:
+                k += 1
+    return k
+
+
+@_lazy
+def gather_arrays(n, m, total):
+    """``gather_problem``'s arrays for ``n`` choices and ``total`` transitions, unfilled."""
+    ip = np.empty(n + 1, np.int64)
+    ip[0] = 0
+    return ip, np.empty(total, np.int64), np.empty(total, np.float64), np.empty((n, m), np.float64), np.empty(n, np.bool_)
+
+
+@_lazy
+def gather_fill(ip, tg, pr, rw, ex, indptr, targets, probs, rewards, exits, origin, state_map, c0, c1, k):
+    """``gather_problem`` for the new choices ``c0 .. c1 - 1``, whose transitions start at ``k``
+    (what ``gather_count`` counted before them)."""
+    m = rewards.shape[1]
+    for c in range(c0, c1):
+        o = origin[c]
+        lost = exits[o]
+        for j in range(indptr[o], indptr[o + 1]):
+            t = state_map[targets[j]]
+            if t >= 0:
+                tg[k] = t
+                pr[k] = probs[j]
+                k += 1
+            else:
+                lost = True
+        ip[c + 1] = k
+        ex[c] = lost
+        for i in range(m):
+            rw[c, i] = rewards[o, i]
+
+
+@_lazy
 def self_only(row_groups, indptr, targets, exits):
     """Choices whose every transition returns to their own state and that cannot exit."""
     n = row_groups.shape[0] - 1
@@ -814,24 +856,35 @@ def pad_plan(row_groups, indptr, targets, bounds, waste, small):
 
 
 @_lazy
-def pad_fill(row_groups, indptr, targets, probs, rewards, self_only, den, bounds, K, T, s0, t0, o0, n_slots, n_tslots, n_over):
-    """The padded layout's arrays (see :class:`mopmc.engine.torch_levels.PaddedLayout`) of the
-    levels ``bounds[i]`` with shapes ``K, T`` at slot offsets ``s0``, ``t0`` and overflow ``o0``."""
+def pad_arrays(n, m, n_slots, n_tslots, n_over):
+    """The padded layout's arrays, unfilled (``pad_fill`` fills them level by level, so that
+    threads filling different levels also touch their memory first); ``slot_base`` is -1."""
+    return (np.empty(n_tslots, np.int64), np.empty(n_tslots, np.float64), np.empty(n_slots, np.float64),
+            np.empty(n_slots, np.float64), np.empty((n_slots, m + 1), np.float64), np.empty(n_slots, np.int64),
+            np.full(n, -1, np.int64), np.empty(n_over, np.int64), np.empty(n_over, np.int64), np.empty(n_over, np.float64))
+
+
+@_lazy
+def pad_fill(target, prob, dens, neg, RR, choice, slot_base, over_slot, over_target, over_prob,
+             row_groups, indptr, targets, probs, rewards, self_only, den, bounds, K, T, s0, t0, o0, i0, i1):
+    """Fill the padded layout's arrays (see :class:`mopmc.engine.torch_levels.PaddedLayout`) of
+    the levels ``bounds[i0:i1]`` with shapes ``K, T`` at slot offsets ``s0``, ``t0`` and overflow
+    ``o0``: their slots, transition slots and overflow entries, and ``slot_base`` of their states
+    (levels own disjoint parts of every array)."""
     n = row_groups.shape[0] - 1
     m = rewards.shape[1]
-    target = np.full(n_tslots, n, np.int64)
-    prob = np.zeros(n_tslots, np.float64)
-    dens = np.ones(n_slots, np.float64)
-    neg = np.full(n_slots, -np.inf)
-    RR = np.zeros((n_slots, m + 1), np.float64)
-    choice = np.full(n_slots, -1, np.int64)
-    slot_base = np.full(n, -1, np.int64)
-    over_slot = np.zeros(n_over, np.int64)
-    over_target = np.zeros(n_over, np.int64)
-    over_prob = np.zeros(n_over, np.float64)
-    for i in range(bounds.shape[0]):
+    for i in range(i0, i1):
         a, b, k, t = bounds[i, 0], bounds[i, 1], K[i], T[i]
         o = o0[i]
+        for g in range(s0[i], s0[i] + (b - a) * k):
+            dens[g] = 1.0
+            neg[g] = -np.inf
+            choice[g] = -1
+            for r in range(m + 1):
+                RR[g, r] = 0.0
+        for at in range(t0[i], t0[i] + (b - a) * k * t):
+            target[at] = n
+            prob[at] = 0.0
         for s in range(a, b):
             slot_base[s] = s0[i] + (s - a) * k
             for c in range(row_groups[s], row_groups[s + 1]):
@@ -857,4 +910,3 @@ def pad_fill(row_groups, indptr, targets, probs, rewards, self_only, den, bounds
                         over_prob[o] = probs[j]
                         o += 1
                     pos += 1
-    return target, prob, dens, neg, RR, choice, slot_base, over_slot, over_target, over_prob

@@ -31,8 +31,11 @@ from typing import NamedTuple
 
 import numpy as np
 
+from mopmc import workers
+
 WASTE = 2.0  # a level is padded only when its slots at most double, plus SMALL slots (launches, not bytes, bound small levels)
 SMALL = 4096
+PAR_MIN = 1 << 20  # (words written) a part of the layout's fill worth a worker thread
 
 
 class PadLevel(NamedTuple):
@@ -86,8 +89,11 @@ def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = 
     bounds, K, T, over = bounds[keep], K[keep], T[keep], over[keep]
     n_slots = (bounds[:, 1] - bounds[:, 0]) * K
     s0, t0, o0 = (np.cumsum(x) - x for x in (n_slots, n_slots * T, over))  # offsets: exclusive sums
-    arrays = nk.pad_fill(p.row_groups, p.indptr, p.targets, p.probs, p.rewards, self_only, den, bounds, K, T, s0, t0, o0,
-                         int(n_slots.sum()), int((n_slots * T).sum()), int(over.sum()))
+    m = p.rewards.shape[1]
+    arrays = nk.pad_arrays(p.n_states, m, int(n_slots.sum()), int((n_slots * T).sum()), int(over.sum()))
+    args = (p.row_groups, p.indptr, p.targets, p.probs, p.rewards, self_only, den, bounds, K, T, s0, t0, o0)
+    # levels in parallel, cut by their bytes written (16 per transition slot, 8 * (m + 4) per slot)
+    workers.over_weighted(n_slots * (2 * T + m + 4), lambda i0, i1: nk.pad_fill(*arrays, *args, i0, i1), PAR_MIN)
     chosen = {where[j]: PadLevel(int(bounds[r, 0]), int(bounds[r, 1]), int(K[r]), int(T[r]), int(s0[r]), int(t0[r]),
                                  int(o0[r]), int(o0[r] + over[r]))
               for r, j in enumerate(keep)}

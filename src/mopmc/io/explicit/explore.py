@@ -9,7 +9,7 @@ targets summed, as Storm's builder does.
 
 A state is handled in two halves: generating its choices (guards, updates, packed successors),
 which needs nothing but the state, and numbering them into the CSR, which must go in order. Where
-many known states wait, worker threads (:mod:`mopmc.io.explicit.workers`) generate them in chunks
+many known states wait, worker threads (:mod:`mopmc.workers`) generate them in chunks
 while the calling thread numbers the chunks before, so the result is the sequential exploration's
 bit for bit. Every kernel is compiled once and cached (``numba_kernels.jit``).
 """
@@ -23,7 +23,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from mopmc.io.explicit import workers as pool
+from mopmc import workers as pool
 from mopmc.io.explicit import kernels
 from mopmc.io.explicit.kernels import NEED_ROOM, OK, OUT_OF_BOUNDS
 from mopmc.io.explicit.kernels import kernel as _kernel
@@ -56,7 +56,7 @@ def explore(init, lo, hi, shift, mask, rows, consts, start, depth, *rest, thread
 
     States are numbered in order of discovery. Where many states are known and not yet explored
     (a wide breadth-first level), their choices are generated in parallel (``threads`` workers,
-    default :func:`mopmc.io.explicit.workers.count`; 0: none) in chunks while this thread numbers
+    default :func:`mopmc.workers.count`; 0: none) in chunks while this thread numbers
     the successors of the chunks before, in order: the numbering, the choices and every
     probability are the sequential exploration's, bit for bit.
     """

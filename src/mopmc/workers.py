@@ -1,6 +1,8 @@
-"""The explicit builder's worker threads: compiled kernels that release the GIL run on them side by side.
+"""Worker threads on which compiled kernels that release the GIL run side by side: the explicit
+builder's exploration and passes (:mod:`mopmc.io.explicit`), and the engine's preprocessing passes
+that split into independent ranges (:mod:`mopmc.engine`).
 
-``MOPMC_BUILD_THREADS`` sets how many (0: the calling thread builds alone). The default is one fewer
+``MOPMC_BUILD_THREADS`` sets how many (0: the calling thread works alone). The default is one fewer
 than the CPUs this process may use, so that with the calling thread every CPU has one (none on one
 CPU). On 2 CPUs, in fresh ``mopmc`` runs beside the engine's warm-up thread, one worker took Model
 C team 5's exploration from 0.84-0.95 to 0.66-0.68 s and left Model A n=200's as it was.
@@ -11,6 +13,8 @@ from __future__ import annotations
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
+
+import numpy as np
 
 from mopmc.errors import ConfigError
 
@@ -49,6 +53,23 @@ def over_ranges(n: int, fn) -> None:
     parts = min(count() + 1, max(1, n // MIN_RANGE))
     cuts = [n * k // parts for k in range(parts + 1)]
     tasks = [submit(fn, cuts[k], cuts[k + 1]) for k in range(1, parts)]
+    fn(cuts[0], cuts[1])
+    for task in tasks:
+        task.result()
+
+
+def over_weighted(weights, fn, min_weight: float) -> None:
+    """``fn(i0, i1)`` over ``0 .. len(weights)`` cut into consecutive ranges of about equal total
+    weight, one per thread (this one does the first), at least ``min_weight`` each."""
+    ends = np.cumsum(np.asarray(weights, np.float64))
+    n = len(ends)
+    if n == 0:
+        return fn(0, 0)
+    total = float(ends[-1])
+    parts = int(min(count() + 1, max(1, total // min_weight), max(n, 1)))
+    cuts = [0] + [int(np.searchsorted(ends, total * k / parts)) for k in range(1, parts)] + [n]
+    cuts = sorted(set(cuts))
+    tasks = [submit(fn, cuts[k], cuts[k + 1]) for k in range(1, len(cuts) - 1)]
     fn(cuts[0], cuts[1])
     for task in tasks:
         task.result()
