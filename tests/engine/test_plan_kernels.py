@@ -149,3 +149,104 @@ def test_restrict_and_permute_on_worker_threads_equal_one_pass(seed, n, m):
     for a, b in zip(one, many):
         for name, x, y in zip(a._fields, a, b):
             assert np.array_equal(x, y) and np.asarray(x).dtype == np.asarray(y).dtype, name
+
+
+def _product_reference(model, objectives, choice_mask=None):
+    """The goal-memory product's arrays and reward columns in numpy (the engine's former form)."""
+    from mopmc.engine.problem import gather_rows
+    from mopmc.engine.reductions.goal_memory import _decision_sets, orientation
+
+    n = model.n_states
+    decided, bit_of = _decision_sets(model, objectives)
+    k = decided.shape[0]
+    dbits = np.zeros(n, np.int64)
+    for j in range(k):
+        dbits |= decided[j].astype(np.int64) << j
+    ok = np.ones(model.n_choices, bool) if choice_mask is None else choice_mask
+    drop_full = k > 0 and all(b >= 0 for b in bit_of)
+    full = (1 << k) - 1
+    index = np.zeros(n << k, np.int64)
+    st, mem = nk.product_bfs(model.row_groups, model.indptr, model.targets, ok, n, dbits, model.initial, drop_full, full, index)
+    if k == 0:
+        st = np.sort(st)
+        mem = np.zeros(len(st), np.int64)
+        index = np.zeros(n, np.int64)
+        index[st] = np.arange(1, len(st) + 1)
+    rg0 = model.row_groups
+    lens = rg0[st + 1] - rg0[st]
+    pc_all = np.repeat(rg0[st] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(lens.sum())
+    owner_all = np.repeat(np.arange(len(st), dtype=np.int64), lens)
+    keep = ok[pc_all]
+    pc, owner = pc_all[keep], owner_all[keep]
+    rg = np.zeros(len(st) + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=len(st)), out=rg[1:])
+    ip_all, idx = gather_rows(model.indptr, pc)
+    towner = np.repeat(owner, np.diff(ip_all))
+    b2 = mem[towner] | dbits[st[towner]]
+    tgt = index[b2 * n + model.targets[idx]] - 1
+    if drop_full:
+        tgt = np.where(b2 == full, -1, tgt)
+    live = tgt >= 0
+    counts = np.diff(ip_all)
+    kept = np.zeros(len(pc), np.int64)
+    ne = counts > 0
+    if ne.any():
+        kept[ne] = np.add.reduceat(live.astype(np.int64), ip_all[:-1][ne])
+    ip = np.zeros(len(pc) + 1, np.int64)
+    np.cumsum(kept, out=ip[1:])
+    ori = orientation(objectives)
+    R = np.empty((len(pc), len(objectives)))
+    for i, o in enumerate(objectives):
+        if o.kind == "total_reward":
+            col = model.reward(o.reward_model)[pc]
+        else:
+            unset = ((mem[owner] >> bit_of[i]) & 1) == 0
+            s = st[owner]
+            if o.kind == "probability":
+                col = (unset & o.target_mask(model)[s]).astype(np.float64)
+                if o.negated:
+                    col = -col
+            else:
+                col = np.where(unset & ~o.target_mask(model)[s], model.reward(o.reward_model)[pc], 0.0)
+        np.multiply(col, ori.direction[i], out=R[:, i])
+    return Problem(rg, ip, tgt[live], model.probs[idx][live], R, kept < counts, 0 if k else int(index[model.initial]) - 1)
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 60), which=st.sampled_from(["reach", "reward", "total", "masked"]))
+def test_goal_memory_product_equals_the_numpy_form_bit_for_bit(seed, n, which):
+    from dataclasses import replace
+
+    from mdp_reference import random_mdp
+    from mopmc.engine.reductions import goal_memory
+    from mopmc.properties.objectives import Objective
+
+    rng = np.random.default_rng(seed)
+    base = random_mdp(rng, n, 2, zero_frac=0.5)
+    model = replace(base, labels={"A": rng.random(n) < 0.2, "B": rng.random(n) < 0.3, "C": rng.random(n) < 0.2})
+    sense = lambda: str(rng.choice(["min", "max"]))  # noqa: E731
+    objs = {
+        "reach": [Objective(0, 'P[F "A"]', "probability", sense(), right_text='"A"'),
+                  Objective(1, 'P[G !"B"]', "probability", sense(), right_text='!(!"B")', negated=True),
+                  Objective(2, 'R{"r0"}[C]', "total_reward", sense(), "r0")],
+        "reward": [Objective(0, 'R{"r1"}[F "C"]', "reach_reward", sense(), "r1", right_text='"C"'),
+                   Objective(1, 'P[F "A"]', "probability", sense(), right_text='"A"')],
+        "total": [Objective(0, 'R{"r0"}[C]', "total_reward", sense(), "r0"),
+                  Objective(1, 'R{"r1"}[C]', "total_reward", sense(), "r1")],
+    }.get(which)
+    mask = None
+    if which == "masked":  # no memory bits, some choices not allowed: a product of the reachable part
+        objs = [Objective(0, 'R{"r0"}[C]', "total_reward", sense(), "r0")]
+        mask = rng.random(model.n_choices) < 0.8
+        mask[model.row_groups[:-1]] = True  # every state keeps a choice
+    got, pmap, _ = goal_memory.apply(model, objs, mask)
+    ref = _product_reference(model, objs, mask)
+    if pmap.identity:
+        return
+    for name, a, b in zip(Problem._fields, got, ref):
+        a, b = np.asarray(a), np.asarray(b)
+        assert a.dtype == b.dtype and a.shape == b.shape, name
+        if a.dtype == np.float64:  # the same bits (signs of zeros included)
+            assert np.array_equal(a.view(np.int64), b.view(np.int64)), name
+        else:
+            assert np.array_equal(a, b), name

@@ -403,6 +403,77 @@ def product_bfs(row_groups, indptr, targets, choice_ok, n_states, decided, initi
 
 
 @_lazy
+def product_arrays(row_groups, indptr, targets, probs, choice_ok, n_states, decided, st, mem, index, drop_full, full):
+    """The goal-memory product's CSR over the product states ``(st[p], mem[p])`` (``product_bfs``'s
+    search, ``index`` its table): each state's allowed model choices in order, a transition to
+    ``(t, b2)`` with ``b2 = mem[p] | decided[st[p]]`` as product state ``index[b2 * n + t] - 1``.
+    Transitions to product states not searched, and with ``drop_full`` every transition out of a
+    state whose ``b2`` is ``full``, go to the terminal (their choice becomes an exit). Returns
+    ``(row_groups, choice, indptr, targets, probs, exits)`` (``choice``: the model choice of each)."""
+    n_p = st.shape[0]
+    nc = 0
+    nt = 0
+    for p in range(n_p):
+        s = st[p]
+        for c in range(row_groups[s], row_groups[s + 1]):
+            if choice_ok[c]:
+                nc += 1
+                nt += indptr[c + 1] - indptr[c]
+    rg = np.empty(n_p + 1, np.int64)
+    pc = np.empty(nc, np.int64)
+    ip = np.empty(nc + 1, np.int64)
+    tg = np.empty(nt, np.int64)
+    pr = np.empty(nt, np.float64)
+    exits = np.empty(nc, np.bool_)
+    rg[0] = 0
+    ip[0] = 0
+    i = 0
+    k = 0
+    for p in range(n_p):
+        s = st[p]
+        b2 = mem[p] | decided[s]
+        gone = drop_full and b2 == full
+        for c in range(row_groups[s], row_groups[s + 1]):
+            if not choice_ok[c]:
+                continue
+            pc[i] = c
+            lost = False
+            for j in range(indptr[c], indptr[c + 1]):
+                t = -1 if gone else index[b2 * n_states + targets[j]] - 1
+                if t >= 0:
+                    tg[k] = t
+                    pr[k] = probs[j]
+                    k += 1
+                else:
+                    lost = True
+            exits[i] = lost
+            i += 1
+            ip[i] = k
+        rg[p + 1] = i
+    return rg, pc, ip, tg[:k], pr[:k], exits
+
+
+@_lazy
+def product_column(R, i, rg, st, mem, bit, target, reward, pc, kind, sign, direction):
+    """Objective column ``R[:, i]`` over the product's choices, times ``direction``: ``kind`` 0 the
+    model choice's ``reward`` (total reward); 1 ``sign`` (``-1`` negated) where the state is in
+    ``target`` and memory ``bit`` is unset, else 0 (probability); 2 the choice's ``reward`` while
+    ``bit`` is unset and the state is not in ``target`` (reward until)."""
+    for p in range(st.shape[0]):
+        s = st[p]
+        unset = ((mem[p] >> bit) & 1) == 0
+        for c in range(rg[p], rg[p + 1]):
+            if kind == 0:
+                v = reward[pc[c]]
+            elif kind == 1:
+                v = 1.0 if (unset and target[s]) else 0.0
+                v = v * sign if sign < 0 else v
+            else:
+                v = reward[pc[c]] if (unset and not target[s]) else 0.0
+            R[c, i] = v * direction
+
+
+@_lazy
 def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewards, value, values, choice):
     """One backward pass over states without cycles through other states (self-loops allowed).
 

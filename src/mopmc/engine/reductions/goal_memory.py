@@ -21,7 +21,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
-from mopmc.engine.problem import Problem, gather_rows
+from mopmc.engine.problem import Problem
 from mopmc.errors import UnsupportedModelError
 from mopmc.model.sparse_mdp import SparseMDP, known_reachable
 from mopmc.properties.objectives import Objective
@@ -130,48 +130,21 @@ def apply(
             st, mem = order, np.zeros(len(order), np.int64)
             index = np.zeros(n, np.int64)
             index[st] = np.arange(1, len(st) + 1, dtype=np.int64)
-        lens = rg0[st + 1] - rg0[st]
-        pc_all = np.repeat(rg0[st] - np.concatenate(([0], np.cumsum(lens)[:-1])), lens) + np.arange(lens.sum())
-        owner_all = np.repeat(np.arange(len(st), dtype=np.int64), lens)
-        keep = ok[pc_all]
-        pc, owner = pc_all[keep], owner_all[keep]
-        rg = np.zeros(len(st) + 1, np.int64)
-        np.cumsum(np.bincount(owner, minlength=len(st)), out=rg[1:])
-        ip_all, idx = gather_rows(model.indptr, pc)
-        towner = np.repeat(owner, np.diff(ip_all))
-        b2 = mem[towner] | dbits[st[towner]]
-        tgt = index[b2 * n + model.targets[idx]] - 1
-        if drop_full:
-            tgt = np.where(b2 == full, -1, tgt)
-        live = tgt >= 0
-        counts = np.diff(ip_all)
-        kept = np.zeros(len(pc), np.int64)
-        ne = counts > 0
-        if ne.any():
-            kept[ne] = np.add.reduceat(live.astype(np.int64), ip_all[:-1][ne])
-        exits = kept < counts
-        ip = np.zeros(len(pc) + 1, np.int64)
-        np.cumsum(kept, out=ip[1:])
-        tg, pr = tgt[live], model.probs[idx][live]
+        rg, pc, ip, tg, pr, exits = nk.product_arrays(model.row_groups, model.indptr, model.targets, model.probs, ok,
+                                                      n, dbits, st, mem, index, drop_full, full)
         init = 0 if k else int(index[model.initial]) - 1
-    owner = None
     ori = orientation(objectives)
     R = np.empty((len(pc), len(objectives)), np.float64)
     for i, o in enumerate(objectives):
-        if o.kind == "total_reward":
-            col = model.reward(o.reward_model)
-            col = col if identity else col[pc]
-        else:
-            if owner is None:
-                owner = np.repeat(np.arange(len(st), dtype=np.int64), np.diff(rg))
-            unset = ((mem[owner] >> bit_of[i]) & 1) == 0
-            s = st[owner]
-            if o.kind == "probability":
-                col = (unset & o.target_mask(model)[s]).astype(np.float64)
-                if o.negated:
-                    col = -col
-            else:
-                col = np.where(unset & ~o.target_mask(model)[s], model.reward(o.reward_model)[pc], 0.0)
-        np.multiply(col, ori.direction[i], out=R[:, i])
+        if o.kind == "total_reward" and identity:
+            np.multiply(model.reward(o.reward_model), ori.direction[i], out=R[:, i])
+            continue
+        # the column in one compiled pass over the product's choices (see product_column)
+        kind = {"total_reward": 0, "probability": 1}.get(o.kind, 2)
+        reward = model.reward(o.reward_model) if kind != 1 else np.zeros(0)
+        target = o.target_mask(model) if kind != 0 else np.zeros(0, bool)
+        nk.product_column(R, i, rg, st, mem, max(bit_of[i], 0), np.ascontiguousarray(target, np.bool_),
+                          np.ascontiguousarray(reward, np.float64), pc, kind,
+                          -1.0 if kind == 1 and o.negated else 1.0, float(ori.direction[i]))
     problem = Problem(rg, ip, tg, pr, R, exits, int(init))
     return problem, ProductMap(st, mem, pc, decided, bit_of, identity), ori
