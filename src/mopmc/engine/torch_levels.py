@@ -92,7 +92,7 @@ def pad_levels(p, steps, self_only: np.ndarray, den: np.ndarray, waste: float = 
     m = p.rewards.shape[1]
     arrays = nk.pad_arrays(p.n_states, m, int(n_slots.sum()), int((n_slots * T).sum()), int(over.sum()))
     args = (p.row_groups, p.indptr, p.targets, p.probs, p.rewards, self_only, den, bounds, K, T, s0, t0, o0)
-    # levels in parallel, cut by their bytes written (16 per transition slot, 8 * (m + 4) per slot)
+    # levels in parallel, cut by the words they write (2 per transition slot, m + 4 per slot)
     workers.over_weighted(n_slots * (2 * T + m + 4), lambda i0, i1: nk.pad_fill(*arrays, *args, i0, i1), PAR_MIN)
     chosen = {where[j]: PadLevel(int(bounds[r, 0]), int(bounds[r, 1]), int(K[r]), int(T[r]), int(s0[r]), int(t0[r]),
                                  int(o0[r]), int(o0[r] + over[r]))

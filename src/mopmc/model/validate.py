@@ -39,14 +39,16 @@ def validate(model: SparseMDP, *, tolerance: float = SUM_TOLERANCE) -> SparseMDP
         raise InvalidModelError(f"{where}: {_choice(model, int(bad[0]))} has no transition")
     if not 0 <= model.initial < n:
         raise InvalidModelError(f"{where}: initial state {model.initial} is out of range 0..{n - 1}")
-    bad = np.flatnonzero((model.targets < 0) | (model.targets >= n))
-    if bad.size:
+    # each check first as a reduction without temporaries, the search for the culprit only on failure
+    tg = model.targets
+    bad = np.flatnonzero((tg < 0) | (tg >= n)) if t and not (tg.min() >= 0 and tg.max() < n) else ()
+    if len(bad):
         k = int(bad[0])
         ch = int(np.searchsorted(ip, k, side="right") - 1)
         raise InvalidModelError(f"{where}: {_choice(model, ch)} has successor {int(model.targets[k])} out of range 0..{n - 1}")
     p = model.probs
-    bad = np.flatnonzero(~np.isfinite(p) | (p < 0))
-    if bad.size:
+    bad = np.flatnonzero(~np.isfinite(p) | (p < 0)) if t and not (p.min() >= 0 and p.max() < np.inf) else ()
+    if len(bad):
         k = int(bad[0])
         ch = int(np.searchsorted(ip, k, side="right") - 1)
         raise InvalidModelError(f"{where}: {_choice(model, ch)} has probability {float(p[k])} (must be finite and >= 0)")
