@@ -9,7 +9,10 @@
 # $OUT (they come back), else to benchmarks/results; then the torch engine's tests
 # (tests/engine/test_torch_engine.py, its CUDA cases included) into $OUT/pytest_cuda.log, within
 # 200 s (the Triton tests too); when gpu_check fails with the default (Triton) kernels, it runs
-# again with MOPMC_TORCH_KERNELS=torch. Extra arguments go to gpu_check.py. Exits with gpu_check.py's status, else pytest's.
+# again with MOPMC_TORCH_KERNELS=torch. With MOPMC_GPU_PREP=1 it also runs benchmarks/prep.py on
+# Model A n=200 (0 and 15 workers, three rounds, within 150 s) into $OUT/prep_cuda.md: the engine's
+# preprocessing and the torch engine's set-up on the device, with the machine's 16 CPUs. Extra
+# arguments go to gpu_check.py. Exits with gpu_check.py's status, else pytest's.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -f .gpu/site.tar.xz ]; then
@@ -36,6 +39,10 @@ if [ "$check" -ne 0 ] && [ -z "${MOPMC_TORCH_KERNELS:-}" ]; then  # the timings 
   echo "# gpu_check failed with the default kernels; again with MOPMC_TORCH_KERNELS=torch"
   MOPMC_TORCH_KERNELS=torch python3 benchmarks/gpu_check.py --skip-table --out "$out/gpu_check_cuda_torchops.csv" "$@" 2>&1 |
     tee "$out/gpu_check_torchops.log" | tail -n 40
+fi
+if [ -n "${MOPMC_GPU_PREP:-}" ]; then
+  echo "# benchmarks/prep.py: preprocessing and the torch engine's set-up, 0 and 15 workers"
+  timeout 150 python3 benchmarks/prep.py --cases A200 --threads 0,15 --repeat 3 --device cuda --out "$out/prep_cuda.md" 2>&1 | tail -n 6
 fi
 echo "# tests/engine/test_torch_engine.py and test_triton_levels.py (CPU and CUDA cases)"
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/engine/test_torch_engine.py tests/engine/test_triton_levels.py 2>&1 | tee "$out/pytest_cuda.log" | tail -n 25
