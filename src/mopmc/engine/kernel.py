@@ -173,8 +173,10 @@ class Engine:
         stamp("finite")
         self.quotient = ec.collapse(p1, self.zero_ecs, stay=allow_stay)
         q = self.quotient.problem
+        p1_order = None  # processing_order(p1_plan), once
         if q is p1 and p1_plan.n_cyclic == 0:  # every SCC one state: one pass, successors first
-            good, proper = graph.almost_sure_exit_acyclic(q, processing_order(p1_plan))
+            p1_order = processing_order(p1_plan)
+            good, proper = graph.almost_sure_exit_acyclic(q, p1_order)
         else:
             g = graph.Csr(q.row_groups, q.indptr, q.targets)
             good, proper = graph.almost_sure_max(g, np.zeros(q.n_states, bool), q.exits)
@@ -196,7 +198,7 @@ class Engine:
         first = p1_plan if self.good.problem is p1 else plan(self.good.problem)
         stamp("plan")
         # renumber states in processing order: the compiled pass then reads memory almost sequentially
-        order = processing_order(first)
+        order = p1_order if first is p1_plan and p1_order is not None else processing_order(first)
         # already almost sequential (e.g. Storm's BFS numbering, read backwards): renumbering would
         # cost a full copy of the transitions and save nothing, so the model keeps its numbering
         # (in that order already: drop_worthless numbered what it kept so)
@@ -218,7 +220,8 @@ class Engine:
         # no cyclic block: optimise() takes the scalar backward + forward-visits path (_solve_acyclic)
         self.acyclic = all(kind == "pass" for kind, _ in self.plan.steps)
         if self.acyclic:
-            self._order = np.concatenate([s for _, s in self.plan.steps]) if self.plan.steps else np.zeros(0, np.int64)
+            # (the plan kept: its processing order is the one computed above)
+            self._order = order if self.plan is first else processing_order(self.plan)
             self._no_rewards = np.zeros((p.n_choices, 0))
         self.timings["total"] = time.perf_counter() - t0
 

@@ -746,7 +746,7 @@ def restrict_maps(row_groups, keep_states, keep_choices, use_choices):
         state_map[s] = kept
         kept += 1
         rg[kept] = i
-    return state_map, origin[:i].copy(), rg[:kept + 1].copy()
+    return state_map, origin[:i], rg[:kept + 1]  # views: no second copy (first touches) of either
 
 
 @_lazy
