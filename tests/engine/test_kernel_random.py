@@ -155,9 +155,11 @@ def test_end_components_on_the_candidates_sub_problem_equal_the_full_loop(seed, 
     model = random_mdp(rng, n, 1, absorbing_frac=absorbing)
     p = Problem(model.row_groups, model.indptr, model.targets, model.probs,
                 model.reward("r0")[:, None], rng.random(model.n_choices) < 0.1, 0)
-    label = state_sccs(p).label
+    sccs = state_sccs(p)
+    label = sccs.label
     allowed = rng.random(p.n_choices) < 0.8
     cand = ec.cyclic_candidates(p, label)
+    np.testing.assert_array_equal(ec.cyclic_candidates(p, label, len(sccs.height)), cand)  # the shortcut
     with _pytest.MonkeyPatch.context() as mp:
         mp.setattr(ec, "SUBPROBLEM_FRACTION", 2.0)
         sub = ec.maximal_end_components(p, allowed, cand)

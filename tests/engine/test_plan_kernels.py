@@ -250,3 +250,14 @@ def test_goal_memory_product_equals_the_numpy_form_bit_for_bit(seed, n, which):
             assert np.array_equal(a.view(np.int64), b.view(np.int64)), name
         else:
             assert np.array_equal(a, b), name
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_cyclic_candidates_of_one_state_sccs_are_the_self_loop_states(seed, n):
+    from mopmc.engine.reductions import end_components as ec
+
+    p = _random_problem(np.random.default_rng(seed), n, acyclic=True)
+    sccs = state_sccs(p)
+    assert len(sccs.height) == n
+    np.testing.assert_array_equal(ec.cyclic_candidates(p, sccs.label, n), ec.cyclic_candidates(p, sccs.label))

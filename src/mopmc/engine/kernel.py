@@ -236,7 +236,7 @@ class Engine:
 
     def _check_finite(self, p1: Problem, sccs: Sccs) -> None:
         """Refuse infinite objectives, find the zero-reward MECs (``sccs``: ``p1``'s SCCs)."""
-        cand = ec.cyclic_candidates(p1, sccs.label)
+        cand = ec.cyclic_candidates(p1, sccs.label, len(sccs.height))
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
         positive = (p1.rewards[every.inside] > 0).any(axis=0) if every.inside.any() else np.zeros(self.m, bool)
         if positive.any():

@@ -87,12 +87,16 @@ def _on_candidates(p: Problem, allowed: np.ndarray, candidates: np.ndarray) -> E
     return EndComponents(sub.count, comp, inside)
 
 
-def cyclic_candidates(p: Problem, label: np.ndarray) -> np.ndarray:
-    """States in a non-trivial SCC or with a self-loop: the only ones that can be in an end component."""
+def cyclic_candidates(p: Problem, label: np.ndarray, n_labels: int | None = None) -> np.ndarray:
+    """States in a non-trivial SCC or with a self-loop: the only ones that can be in an end component
+    (``n_labels``: how many SCCs, when known; as many as states: every SCC is one state)."""
     from mopmc.engine import numba_kernels as nk
 
+    loops = nk.self_loop_states(p.row_groups, p.indptr, p.targets)
+    if n_labels == p.n_states:
+        return loops
     sizes = np.bincount(label)
-    return (sizes[label] > 1) | nk.self_loop_states(p.row_groups, p.indptr, p.targets)
+    return (sizes[label] > 1) | loops
 
 
 class Quotient(NamedTuple):
