@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import models  # noqa: E402  (the same model names as benchmarks/load.py)
+from load import models, write_report  # noqa: E402  (the same model names as benchmarks/load.py)
 
 OUT = Path(__file__).resolve().parent / "results" / "explore.md"
 
@@ -117,11 +117,7 @@ def main() -> None:
             cells = [f"{min(seconds[(k, b)]):.3f} / {statistics.median(seconds[(k, b)]):.3f}" for b in (False, True)]
             lines.append(f"| {label} | {states:,} | {k} | {cells[0]} | {cells[1]} |")
             print(lines[-1], flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(args.out)
-    print(f"wrote {args.out}")
+    write_report(args.out, lines)
 
 
 if __name__ == "__main__":

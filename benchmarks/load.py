@@ -60,6 +60,15 @@ def models(spec: str):
     return out
 
 
+def write_report(path: Path, lines: list[str]) -> None:
+    """Write ``lines`` to ``path`` atomically (a temporary file renamed over it) and say so."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text("\n".join(lines) + "\n")
+    tmp.replace(path)
+    print(f"wrote {path}")
+
+
 def run(code: str, *args) -> dict:
     out = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -91,18 +100,14 @@ def main() -> None:
                 f"| {via['seconds']:.2f} | {own['seconds'] / storm['seconds']:.2f} |")
         lines.append(line)
         print(line, flush=True)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    tmp = OUT.with_suffix(".tmp")
     load_avg = ", ".join(f"{x:.1f}" for x in os.getloadavg())
-    tmp.write_text(
+    write_report(OUT, [
         "# Model building, seconds (fresh process each, best of "
-        f"{args.repeat}; `python benchmarks/load.py --models {args.models}`)\n\n"
+        f"{args.repeat}; `python benchmarks/load.py --models {args.models}`)", "",
         "Storm: `parse_prism_program` + `build_model`. mopmc: `load(path, builder=...)`, parse, build, "
-        "validation and, for Storm's builder, the bulk move out of Storm; numba's start-up included.\n"
-        f"Load average when written: {load_avg}.\n\n" + "\n".join(lines) + "\n"
-    )
-    tmp.replace(OUT)
-    print(f"wrote {OUT}")
+        "validation and, for Storm's builder, the bulk move out of Storm; numba's start-up included.",
+        f"Load average when written: {load_avg}.", "", *lines,
+    ])
 
 
 if __name__ == "__main__":

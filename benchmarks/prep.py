@@ -21,6 +21,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from load import write_report  # noqa: E402  (the benchmarks' atomic report writer)
+
 SHARED = Path(os.environ.get("MOPMC_SHARED") or Path(__file__).resolve().parents[2] / "shared" / "benchmarks")
 OUT = Path(__file__).resolve().parent / "results" / "prep.md"
 STEPS = ("product", "worthless", "finite", "proper", "renumber")
@@ -106,8 +109,9 @@ def main() -> None:
         f"`python benchmarks/prep.py --cases {args.cases} --threads {args.threads} --repeat {args.repeat} "
         f"--device {args.device or repr('')}`)",
         "",
-        f"{cpus} CPUs. `workers`: `MOPMC_BUILD_THREADS`. `engine`: `Engine(model, objectives)` and its steps; "
-        f"`torch setup`: `TorchEngine(model, objectives, {args.device!r})` (its CPU preprocessing, then layout and upload).",
+        f"{cpus} CPUs. `workers`: `MOPMC_BUILD_THREADS`. `engine`: `Engine(model, objectives)` and its steps"
+        + (f"; `torch setup`: `TorchEngine(model, objectives, {args.device!r})` (its CPU preprocessing, then layout and "
+           "upload)." if args.device else "."),
         f"Load average when written: {', '.join(f'{x:.1f}' for x in os.getloadavg())}.",
         "",
         "| case | states | workers | " + " | ".join(columns) + " |",
@@ -130,11 +134,7 @@ def main() -> None:
             cells = [cell([r[c] for r in rs]) if c in rs[0] else "" for c in columns]
             lines.append(f"| {label} | {rs[0]['states']:,} | {k} | " + " | ".join(cells) + " |")
             print(lines[-1], flush=True)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text("\n".join(lines) + "\n")
-    tmp.replace(args.out)
-    print(f"wrote {args.out}")
+    write_report(args.out, lines)
 
 
 if __name__ == "__main__":

@@ -772,39 +772,13 @@ def permute_maps(row_groups, order):
 
 
 @_lazy
-def gather_problem(indptr, targets, probs, rewards, exits, origin, state_map):
-    """The choices ``origin`` of a problem, targets renumbered by ``state_map``, in one pass:
-    transitions into removed states (``state_map < 0``) are dropped and make their choice an exit.
-    Returns the new ``indptr``, ``targets``, ``probs``, ``rewards`` rows and ``exits``."""
-    n = origin.shape[0]
-    m = rewards.shape[1]
+def gather_total(indptr, origin):
+    """How many transitions the choices ``origin`` have."""
     total = 0
-    for c in range(n):
+    for c in range(origin.shape[0]):
         o = origin[c]
         total += indptr[o + 1] - indptr[o]
-    ip = np.empty(n + 1, np.int64)
-    ip[0] = 0
-    tg = np.empty(total, np.int64)
-    pr = np.empty(total, np.float64)
-    rw = np.empty((n, m), np.float64)
-    ex = np.empty(n, np.bool_)
-    k = 0
-    for c in range(n):
-        o = origin[c]
-        lost = exits[o]
-        for j in range(indptr[o], indptr[o + 1]):
-            t = state_map[targets[j]]
-            if t >= 0:
-                tg[k] = t
-                pr[k] = probs[j]
-                k += 1
-            else:
-                lost = True
-        ip[c + 1] = k
-        ex[c] = lost
-        for i in range(m):
-            rw[c, i] = rewards[o, i]
-    return ip, tg[:k], pr[:k], rw, ex  # views: no second copy of every transition (first-touch of 16 bytes each)
+    return total
 
 
 @_lazy
@@ -821,7 +795,7 @@ def gather_count(indptr, targets, origin, state_map, c0, c1):
 
 @_lazy
 def gather_arrays(n, m, total):
-    """``gather_problem``'s arrays for ``n`` choices and ``total`` transitions, unfilled."""
+    """``gather_fill``'s arrays for ``n`` choices and ``total`` transitions, unfilled."""
     ip = np.empty(n + 1, np.int64)
     ip[0] = 0
     return ip, np.empty(total, np.int64), np.empty(total, np.float64), np.empty((n, m), np.float64), np.empty(n, np.bool_)
@@ -829,8 +803,10 @@ def gather_arrays(n, m, total):
 
 @_lazy
 def gather_fill(ip, tg, pr, rw, ex, indptr, targets, probs, rewards, exits, origin, state_map, c0, c1, k):
-    """``gather_problem`` for the new choices ``c0 .. c1 - 1``, whose transitions start at ``k``
-    (what ``gather_count`` counted before them)."""
+    """The choices ``origin[c0:c1]`` of a problem as new choices ``c0 .. c1 - 1``, their transitions
+    from ``k`` on (what ``gather_count`` counted before them), targets renumbered by ``state_map``:
+    transitions into removed states (``state_map < 0``) are dropped and make their choice an exit.
+    Fills ``ip[c0 + 1 .. c1]``, ``tg``, ``pr``, the ``rw`` rows and ``ex``."""
     m = rewards.shape[1]
     for c in range(c0, c1):
         o = origin[c]

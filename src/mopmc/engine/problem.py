@@ -108,22 +108,25 @@ def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | Non
 def _gathered(p: Problem, origin: np.ndarray, state_map: np.ndarray):
     """``indptr, targets, probs, rewards, exits`` of ``p``'s choices ``origin`` with targets
     renumbered by ``state_map`` (transitions into removed states become exits): one compiled pass,
-    or on the worker threads (:mod:`mopmc.workers`) ranges of choices counted, then filled."""
+    or on the worker threads (:mod:`mopmc.workers`) ranges of choices counted, then filled
+    (:func:`~mopmc.engine.numba_kernels.gather_fill` either way)."""
     from mopmc import workers
     from mopmc.engine import numba_kernels as nk
 
     rewards = np.ascontiguousarray(p.rewards, np.float64)
     exits = np.ascontiguousarray(p.exits, np.bool_)
     n = len(origin)
-    if workers.count() == 0:
-        return nk.gather_problem(p.indptr, p.targets, p.probs, rewards, exits, origin, state_map)
+    args = (p.indptr, p.targets, p.probs, rewards, exits, origin, state_map)
+    if workers.count() == 0:  # one pass into arrays as long as every transition (views of them kept)
+        ip, tg, pr, rw, ex = nk.gather_arrays(n, rewards.shape[1], nk.gather_total(p.indptr, origin))
+        nk.gather_fill(ip, tg, pr, rw, ex, *args, 0, n, 0)
+        return ip, tg[:ip[n]], pr[:ip[n]], rw, ex
     # (one range below 2 * MIN_RANGE choices: the same kernels, so that the warm-up loads them)
     kept: dict[int, int] = {}
     workers.over_ranges(n, lambda c0, c1: kept.__setitem__(c0, nk.gather_count(p.indptr, p.targets, origin, state_map, c0, c1)))
     starts = sorted(kept)
     first = dict(zip(starts, np.cumsum([0] + [kept[c] for c in starts[:-1]]).tolist()))
     arrays = nk.gather_arrays(n, rewards.shape[1], sum(kept.values()))
-    args = (p.indptr, p.targets, p.probs, rewards, exits, origin, state_map)
     workers.over_ranges(n, lambda c0, c1: nk.gather_fill(*arrays, *args, c0, c1, first[c0]))
     return arrays
 
