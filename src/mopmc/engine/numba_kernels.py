@@ -454,23 +454,29 @@ def product_arrays(row_groups, indptr, targets, probs, choice_ok, n_states, deci
 
 
 @_lazy
-def product_column(R, i, rg, st, mem, bit, target, reward, pc, kind, sign, direction):
-    """Objective column ``R[:, i]`` over the product's choices, times ``direction``: ``kind`` 0 the
-    model choice's ``reward`` (total reward); 1 ``sign`` (``-1`` negated) where the state is in
-    ``target`` and memory ``bit`` is unset, else 0 (probability); 2 the choice's ``reward`` while
-    ``bit`` is unset and the state is not in ``target`` (reward until)."""
+def product_columns(R, rg, st, mem, kind, bit, target_row, reward_row, sign, direction, targets, rewards, pc):
+    """The objective columns ``R[:, i]`` over the product's choices, row by row (one pass over
+    ``R``), times ``direction[i]``: ``kind[i]`` 0 the model choice's reward (total reward); 1
+    ``sign[i]`` (``-1`` negated) where the state is a target and memory ``bit[i]`` is unset, else 0
+    (probability); 2 the choice's reward while ``bit[i]`` is unset and the state is not a target
+    (reward until). Objective ``i`` reads ``targets[target_row[i]]`` (a mask over the model's
+    states) and ``rewards[reward_row[i]]`` (over its choices)."""
+    m = kind.shape[0]
     for p in range(st.shape[0]):
         s = st[p]
-        unset = ((mem[p] >> bit) & 1) == 0
         for c in range(rg[p], rg[p + 1]):
-            if kind == 0:
-                v = reward[pc[c]]
-            elif kind == 1:
-                v = 1.0 if (unset and target[s]) else 0.0
-                v = v * sign if sign < 0 else v
-            else:
-                v = reward[pc[c]] if (unset and not target[s]) else 0.0
-            R[c, i] = v * direction
+            for i in range(m):
+                k = kind[i]
+                if k == 0:
+                    v = rewards[reward_row[i], pc[c]]
+                else:
+                    unset = ((mem[p] >> bit[i]) & 1) == 0
+                    hit = targets[target_row[i], s]
+                    if k == 1:
+                        v = (1.0 if (unset and hit) else 0.0) * sign[i]
+                    else:
+                        v = rewards[reward_row[i], pc[c]] if (unset and not hit) else 0.0
+                R[c, i] = v * direction[i]
 
 
 @_lazy

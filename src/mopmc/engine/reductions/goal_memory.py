@@ -135,16 +135,20 @@ def apply(
         init = 0 if k else int(index[model.initial]) - 1
     ori = orientation(objectives)
     R = np.empty((len(pc), len(objectives)), np.float64)
-    for i, o in enumerate(objectives):
-        if o.kind == "total_reward" and identity:
+    if identity:  # total rewards only: the model's reward vectors
+        for i, o in enumerate(objectives):
             np.multiply(model.reward(o.reward_model), ori.direction[i], out=R[:, i])
-            continue
-        # the column in one compiled pass over the product's choices (see product_column)
-        kind = {"total_reward": 0, "probability": 1}.get(o.kind, 2)
-        reward = model.reward(o.reward_model) if kind != 1 else np.zeros(0)
-        target = o.target_mask(model) if kind != 0 else np.zeros(0, bool)
-        nk.product_column(R, i, rg, st, mem, max(bit_of[i], 0), np.ascontiguousarray(target, np.bool_),
-                          np.ascontiguousarray(reward, np.float64), pc, kind,
-                          -1.0 if kind == 1 and o.negated else 1.0, float(ori.direction[i]))
+    else:  # every column in one compiled pass over R's rows (see product_columns)
+        kind = np.array([{"total_reward": 0, "probability": 1}.get(o.kind, 2) for o in objectives], np.int64)
+        rewards = [model.reward(o.reward_model) for o, k in zip(objectives, kind) if k != 1]
+        targets = [o.target_mask(model) for o, k in zip(objectives, kind) if k != 0]
+        reward_row = np.cumsum(kind != 1) - 1
+        target_row = np.cumsum(kind != 0) - 1
+        nk.product_columns(
+            R, rg, st, mem, kind, np.array([max(b, 0) for b in bit_of], np.int64), target_row, reward_row,
+            np.array([-1.0 if k == 1 and o.negated else 1.0 for o, k in zip(objectives, kind)]),
+            np.ascontiguousarray(ori.direction, np.float64),
+            np.array(targets, np.bool_).reshape(len(targets), n),
+            np.array(rewards, np.float64).reshape(len(rewards), model.n_choices), pc)
     problem = Problem(rg, ip, tg, pr, R, exits, int(init))
     return problem, ProductMap(st, mem, pc, decided, bit_of, identity), ori
