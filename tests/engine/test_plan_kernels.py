@@ -261,3 +261,22 @@ def test_cyclic_candidates_of_one_state_sccs_are_the_self_loop_states(seed, n):
     sccs = state_sccs(p)
     assert len(sccs.height) == n
     np.testing.assert_array_equal(ec.cyclic_candidates(p, sccs.label, n), ec.cyclic_candidates(p, sccs.label))
+
+
+@settings(max_examples=80, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80), acyclic=st.booleans())
+def test_depth_first_labels_are_tarjans_where_every_cycle_is_a_self_loop(seed, n, acyclic):
+    rng = np.random.default_rng(seed)
+    p = _random_problem(rng, n, acyclic=acyclic)
+    mark = rng.random(n) < 0.2
+    count, label, height, reach = nk.scc_labels(p.row_groups, p.indptr, p.targets, mark)
+    ok, n_labels, dlabel, dheight, dreach = nk.dag_labels(p.row_groups, p.indptr, p.targets, mark)
+    assert ok == (count == n)  # it gives up exactly where some SCC has two or more states
+    if ok:
+        assert n_labels == count
+        np.testing.assert_array_equal(dlabel, label)
+        np.testing.assert_array_equal(dheight[:n_labels], height)
+        np.testing.assert_array_equal(dreach[:n_labels], reach)
+    sccs = state_sccs(p, mark)  # either way Tarjan's answer
+    for a, b in zip(sccs, (label, height, reach)):
+        np.testing.assert_array_equal(a, b)

@@ -106,6 +106,68 @@ def self_loop_states(row_groups, indptr, targets):
 
 
 @_lazy
+def dag_labels(row_groups, indptr, targets, seed):
+    """``scc_labels`` of a graph whose cycles are all self-loops, by a plain depth-first search (no
+    lowlinks, no SCC stack): the same traversal, so the same labels (each state its own SCC, in
+    post-order), heights and reach. Returns ``(acyclic, n_labels, label, height, reach)``;
+    ``acyclic`` is False, and the rest meaningless, at the first edge back into the search path
+    (a cycle through two or more states: ``scc_labels`` then)."""
+    n = row_groups.shape[0] - 1
+    state = np.zeros(n, np.int8)  # 0 new, 1 on the path, 2 done
+    label = np.empty(n, np.int64)
+    height = np.empty(n, np.int64)
+    reach = np.empty(n, np.bool_)
+    call_node = np.empty(n, np.int64)
+    call_edge = np.empty(n, np.int64)
+    n_labels = 0
+    for root in range(n):
+        if state[root] != 0:
+            continue
+        state[root] = 1
+        call_node[0] = root
+        call_edge[0] = indptr[row_groups[root]]
+        depth = 1
+        while depth > 0:
+            v = call_node[depth - 1]
+            e = call_edge[depth - 1]
+            end = indptr[row_groups[v + 1]]
+            descended = False
+            while e < end:
+                w = targets[e]
+                e += 1
+                sw = state[w]
+                if sw == 0:
+                    call_edge[depth - 1] = e
+                    state[w] = 1
+                    call_node[depth] = w
+                    call_edge[depth] = indptr[row_groups[w]]
+                    depth += 1
+                    descended = True
+                    break
+                if sw == 1 and w != v:
+                    return False, 0, label, height, reach
+            if descended:
+                continue
+            h = 0
+            r = seed[v]
+            for k in range(indptr[row_groups[v]], indptr[row_groups[v + 1]]):
+                t = targets[k]
+                if t != v:
+                    b = label[t]
+                    if reach[b]:
+                        r = True
+                        if height[b] + 1 > h:
+                            h = height[b] + 1
+            label[v] = n_labels
+            height[n_labels] = h
+            reach[n_labels] = r
+            n_labels += 1
+            state[v] = 2
+            depth -= 1
+    return True, n_labels, label, height, reach
+
+
+@_lazy
 def scc_labels(row_groups, indptr, targets, seed):
     """Strongly connected components of the state graph (Tarjan, iterative), read off the CSR.
 

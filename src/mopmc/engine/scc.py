@@ -35,12 +35,18 @@ class Sccs(NamedTuple):
 
 
 def state_sccs(p: Problem, seed: np.ndarray | None = None) -> Sccs:
-    """The SCCs of ``p``'s state graph (compiled Tarjan over the CSR; successors' SCCs get smaller
-    labels) and their heights; with ``seed`` (bool per state) also ``reach`` per SCC (it holds or
-    reaches a seed state) and heights counted over the reaching SCCs only."""
+    """The SCCs of ``p``'s state graph (over the CSR: a compiled depth-first search where every
+    cycle is a self-loop, else Tarjan; successors' SCCs get smaller labels) and their heights;
+    with ``seed`` (bool per state) also ``reach`` per SCC (it holds or reaches a seed state) and
+    heights counted over the reaching SCCs only."""
     from mopmc.engine import numba_kernels as nk
 
     seed = np.ones(p.n_states, bool) if seed is None else np.asarray(seed, bool)
+    # most switch models have no cycles but self-loops: a plain depth-first search first (Model A
+    # n=200: 0.08 s against Tarjan's 0.15 s); at the first cycle, Tarjan from the start
+    acyclic, n_labels, label, height, reach = nk.dag_labels(p.row_groups, p.indptr, p.targets, seed)
+    if acyclic:
+        return Sccs(label, height[:n_labels], reach[:n_labels])
     _, label, height, reach = nk.scc_labels(p.row_groups, p.indptr, p.targets, seed)
     return Sccs(label, height, reach)
 
