@@ -51,11 +51,7 @@ def submit(fn, *args) -> Future:
 def over_ranges(n: int, fn) -> None:
     """``fn(s0, s1)`` over ``0 .. n`` cut into consecutive ranges, one per thread (this one does the first)."""
     parts = min(count() + 1, max(1, n // MIN_RANGE))
-    cuts = [n * k // parts for k in range(parts + 1)]
-    tasks = [submit(fn, cuts[k], cuts[k + 1]) for k in range(1, parts)]
-    fn(cuts[0], cuts[1])
-    for task in tasks:
-        task.result()
+    _over_cuts([n * k // parts for k in range(parts + 1)], fn)
 
 
 def over_weighted(weights, fn, min_weight: float) -> None:
@@ -66,9 +62,12 @@ def over_weighted(weights, fn, min_weight: float) -> None:
     if n == 0:
         return fn(0, 0)
     total = float(ends[-1])
-    parts = int(min(count() + 1, max(1, total // min_weight), max(n, 1)))
-    cuts = [0] + [int(np.searchsorted(ends, total * k / parts)) for k in range(1, parts)] + [n]
-    cuts = sorted(set(cuts))
+    parts = int(min(count() + 1, max(1, total // min_weight), n))
+    _over_cuts(sorted({0, n, *(int(np.searchsorted(ends, total * k / parts)) for k in range(1, parts))}), fn)
+
+
+def _over_cuts(cuts: list[int], fn) -> None:
+    """``fn(cuts[k], cuts[k + 1])`` for every k: the first range here, the others on the workers."""
     tasks = [submit(fn, cuts[k], cuts[k + 1]) for k in range(1, len(cuts) - 1)]
     fn(cuts[0], cuts[1])
     for task in tasks:

@@ -114,13 +114,12 @@ def apply(
         index = np.zeros(n << k, np.int64)  # product state + 1; untouched pages cost nothing
         st, mem = nk.product_bfs(model.row_groups, model.indptr, model.targets, ok, n, dbits, model.initial,
                                  drop_full, full, index)
-    rg0 = model.row_groups
     identity = known or (k == 0 and len(st) == n and choice_mask is None)
     if identity:
         st = np.arange(n, dtype=np.int64)
         mem = np.zeros(n, np.int64)
         pc = np.arange(model.n_choices, dtype=np.int64)
-        rg = rg0
+        rg = model.row_groups
         ip, tg, pr = model.indptr, model.targets, model.probs
         exits = np.zeros(model.n_choices, bool)
         init = model.initial
