@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mopmc.queries import highs_lp
 from mopmc.queries.oracle import answers_at_once
 
 _OPTS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
@@ -19,7 +20,7 @@ DUPLICATE = 1e-12
 
 
 def solve_lp(what: str, c, **kw):
-    """``scipy.optimize.linprog`` with HiGHS, tight tolerances first.
+    """An LP through HiGHS (:func:`mopmc.queries.highs_lp.linprog`), tight tolerances first.
 
     On degenerate, badly scaled LPs (many objectives, vertex coordinates spanning dozens of orders
     of magnitude) HiGHS' dual simplex may not reach 1e-10 feasibility and stops with an unknown
@@ -28,11 +29,9 @@ def solve_lp(what: str, c, **kw):
     recompute every reported quantity from the returned primal solution, so a looser solve only
     costs optimality of the direction or mixture, not soundness. Returns the result with status
     0 (optimal) or 2 (infeasible); anything else raises."""
-    from scipy.optimize import linprog  # 0.15 s of import, paid where an LP is solved first
-
     res = None
     for method, options in (("highs", _OPTS), ("highs", {}), ("highs-ipm", {})):
-        res = linprog(c, method=method, options=options, **kw)
+        res = highs_lp.linprog(c, method=method, options=options, **kw)
         if res.status in (0, 2):
             return res
     raise RuntimeError(f"{what} LP failed: {res.message}")

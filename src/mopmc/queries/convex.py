@@ -37,6 +37,7 @@ import numpy as np
 
 from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
 from mopmc.queries import clarabel_qp as qp
+from mopmc.queries import highs_lp
 from mopmc.queries.oracle import answers_at_once
 
 DUPLICATE = 1e-12
@@ -383,8 +384,6 @@ def _direction(poly: _Polytopes, z: np.ndarray) -> np.ndarray | None:
     the last answer's support); when that is too inaccurate to separate (vertices very close
     together), the LP direction maximising ``w . z - max_v w . v`` over ``|w|_inf <= 1``.
     ``None`` when ``z`` lies in conv(V) to rounding."""
-    from scipy.optimize import linprog
-
     V = poly.V
     scale = max(1.0, float(np.max(np.abs(V))), float(np.max(np.abs(z))))
     point, lam, _ = qp.min_norm_point(V, z, poly.nearest_support)  # a stalled answer will do: checked below
@@ -396,8 +395,8 @@ def _direction(poly: _Polytopes, z: np.ndarray) -> np.ndarray | None:
         if w @ z - np.max(V @ w) > 1e-13 * scale:
             return w
     k, m = V.shape
-    res = linprog(np.append(-z, 1.0), A_ub=np.hstack([V, -np.ones((k, 1))]), b_ub=np.zeros(k),
-                  bounds=[(-1.0, 1.0)] * m + [(None, None)], method="highs")
+    res = highs_lp.linprog(np.append(-z, 1.0), A_ub=np.hstack([V, -np.ones((k, 1))]), b_ub=np.zeros(k),
+                           bounds=[(-1.0, 1.0)] * m + [(None, None)])
     if res.status != 0 or -res.fun <= 1e-13 * scale:
         return None
     w = res.x[:m]
@@ -433,8 +432,6 @@ def _descent(loss: Loss, best, w: np.ndarray, lo=None, up=None) -> np.ndarray | 
 
 def _separation(poly: _Polytopes, lo, up) -> dict:
     """Farkas: mu >= 0 (sum 1) on halfspaces, a, c >= 0 on box sides, mu W = a - c, mu.b < a.lo - c.up."""
-    from scipy.optimize import linprog
-
     W, b = poly.W, np.array(poly.offsets)
     k, m = W.shape
     fl, fu = np.isfinite(lo), np.isfinite(up)
@@ -445,7 +442,7 @@ def _separation(poly: _Polytopes, lo, up) -> dict:
     cost = np.concatenate((b, -lo[fl], up[fu]))
     a_eq = np.vstack([np.hstack((W.T, -El, Eu)), np.concatenate((np.ones(k), np.zeros(nl + nu)))[None, :]])
     b_eq = np.concatenate((np.zeros(m), [1.0]))
-    res = linprog(cost, A_eq=a_eq, b_eq=b_eq, bounds=[(0, None)] * (k + nl + nu), method="highs")
+    res = highs_lp.linprog(cost, A_eq=a_eq, b_eq=b_eq, bounds=[(0, None)] * (k + nl + nu))
     mu = res.x[:k]
     w = mu @ W
     return {"direction": w.tolist(), "bound": float(mu @ b), "required": float(res.x[k:k + nl] @ lo[fl] - res.x[k + nl:] @ up[fu])}

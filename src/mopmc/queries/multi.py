@@ -11,6 +11,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from mopmc.queries import highs_lp
 from mopmc.queries.approximation import Approximation, start
 from mopmc.queries.oracle import Oracle, Space, y_oracle
 
@@ -109,13 +110,11 @@ def _certificate(approx: Approximation, space: Space) -> dict:
     """A direction w >= 0 whose optimum cannot reach the thresholds: w.q > max w.y."""
     W, b = approx.H
     q = np.where(np.isfinite(space.lower), space.lower, 0.0)
-    from scipy.optimize import linprog
-
     k = len(b)
     # minimise sum mu_h b_h - (sum mu_h W_h).q over the simplex, restricted to constrained coordinates
     fin = np.isfinite(space.lower)
     cost = b - W[:, fin] @ q[fin]
-    res = linprog(cost, A_eq=np.ones((1, k)), b_eq=[1.0], bounds=[(0, None)] * k, method="highs")
+    res = highs_lp.linprog(cost, A_eq=np.ones((1, k)), b_eq=[1.0], bounds=[(0, None)] * k)
     mu = res.x
     w = mu @ W
     return {"direction": (w * space.sign).tolist(), "bound": float(mu @ b), "required": float(w[fin] @ q[fin])}
@@ -405,13 +404,11 @@ def _extreme(V: np.ndarray, tol: float) -> list[int]:
 
 
 def _chebyshev(halfspaces: np.ndarray):
-    from scipy.optimize import linprog
-
     A, b = halfspaces[:, :-1], -halfspaces[:, -1]
     norm = np.linalg.norm(A, axis=1)
     m = A.shape[1]
-    res = linprog(np.append(np.zeros(m), -1.0), A_ub=np.hstack([A, norm[:, None]]), b_ub=b,
-                  bounds=[(None, None)] * m + [(0, None)], method="highs")
+    res = highs_lp.linprog(np.append(np.zeros(m), -1.0), A_ub=np.hstack([A, norm[:, None]]), b_ub=b,
+                           bounds=[(None, None)] * m + [(0, None)])
     if res.status != 0 or res.x[m] <= 1e-12:
         return None
     return res.x[:m]
