@@ -1,8 +1,7 @@
-"""Keep native libraries' log lines (Storm's, HiGHS' banner) off our stdout.
+"""Keep Storm's C++ log lines off our stdout.
 
-stormpy's C++ code writes to file descriptors 1 and 2 directly, bypassing ``sys.stdout``, and so does
-highspy when it makes a solver. We redirect at the descriptor level around every such call: to
-/dev/null normally, to stderr with verbose on.
+stormpy's C++ code writes to file descriptors 1 and 2 directly, bypassing ``sys.stdout``. We redirect
+at the descriptor level around every stormpy call: to /dev/null normally, to stderr with verbose on.
 """
 
 from __future__ import annotations
@@ -15,14 +14,14 @@ _verbose = False
 
 
 def set_verbose(on: bool) -> None:
-    """Let Storm's (and HiGHS') own output through to stderr (``--verbose``)."""
+    """Let Storm's own output through to stderr (``--verbose``)."""
     global _verbose
     _verbose = on
 
 
 @contextlib.contextmanager
-def native_output():
-    """Context manager: inside it, native code's writes to fd 1 and 2 go to stderr (verbose) or nowhere."""
+def storm_output():
+    """Context manager: inside it, Storm's writes to fd 1 and 2 go to stderr (verbose) or nowhere."""
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()

@@ -18,7 +18,7 @@ from mopmc.errors import (
     UndefinedConstantsError,
     UnsupportedModelError,
 )
-from mopmc.io.quiet import native_output
+from mopmc.io.quiet import storm_output
 
 PRISM_SUFFIXES = (".prism", ".nm", ".pm", ".mdp", ".dtmc")
 JANI_SUFFIXES = (".jani",)
@@ -42,7 +42,7 @@ def parse_program(path: Path):
     sp = stormpy()
     suffix = path.suffix.lower()
     try:
-        with native_output():
+        with storm_output():
             if suffix in JANI_SUFFIXES:
                 model, _props = sp.parse_jani_model(str(path))
                 return model
@@ -66,7 +66,7 @@ def parse_program_text(text: str, path: Path):
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
-        with native_output():
+        with storm_output():
             return sp.parse_prism_program(name, prism_compatibility=True)
     except Exception:  # noqa: BLE001 - any rejection means: let Storm's own parse of the file speak
         return None
@@ -96,7 +96,7 @@ def define_constants(program, path: Path, constants: Mapping[str, str]):
     if constants:
         spec = ",".join(f"{k}={v}" for k, v in constants.items())
         try:
-            with native_output():
+            with storm_output():
                 program, _ = sp.instantiate_constants(program, spec)
         except Exception as exc:
             raise UndefinedConstantsError(f"{path}: bad --const {spec}: {_storm_message(exc)}") from None
@@ -111,7 +111,7 @@ def parse_formulas(text: str, program, where: str):
     """Parse property text against the program; return Storm Property objects in order."""
     sp = stormpy()
     try:
-        with native_output():
+        with storm_output():
             return sp.parse_properties(text, program)
     except Exception as exc:
         raise PropertyError(f"{where}: {_storm_message(exc)}") from None
@@ -154,7 +154,7 @@ def build(program, path: Path, formulas: Iterable = (), *, valuations: bool = Fa
     else:
         options.set_build_choice_labels()
     try:
-        with native_output():
+        with storm_output():
             model = sp.build_model(program, options=options)
     except Exception as exc:
         raise UnsupportedModelError(f"{path}: Storm could not build the model: {_storm_message(exc)}") from None
@@ -174,7 +174,7 @@ def to_umb(model, path: Path) -> None:
     sp = stormpy()
     options = sp.io.UmbExportOptions()
     options.compression = sp.io.CompressionMode.NO_COMPRESSION
-    with native_output():
+    with storm_output():
         sp.io.export_to_umb(model, str(path), options=options)
 
 
@@ -195,7 +195,7 @@ def choice_origin_texts(model) -> list[str]:
 def build_from_umb(path: Path):
     """Build a Storm sparse model from a UMB file (used for round-trip checks)."""
     sp = stormpy()
-    with native_output():
+    with storm_output():
         return sp.build_model_from_umb(str(path))
 
 

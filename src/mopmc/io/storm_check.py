@@ -19,7 +19,7 @@ from mopmc.model.sparse_mdp import SparseMDP
 
 def storm_values(model: SparseMDP, properties: str) -> list:
     """Storm's result at the initial state for each property (floats, or booleans for achievability)."""
-    from mopmc.io.quiet import native_output
+    from mopmc.io.quiet import storm_output
     from mopmc.io.umb import write_umb
 
     sp = storm.stormpy()
@@ -31,7 +31,7 @@ def storm_values(model: SparseMDP, properties: str) -> list:
         tmp.unlink(missing_ok=True)
     out = []
     props = storm.parse_formulas(properties, None, "<storm check>")
-    with native_output():
+    with storm_output():
         for p in props:
             res = sp.model_checking(built, p, only_initial_states=True)
             init = built.initial_states[0]

@@ -8,7 +8,11 @@ highspy imports in 0.01 s.
 
 :func:`linprog` takes ``scipy.optimize.linprog``'s arguments for the methods ``highs`` and
 ``highs-ipm`` and sets HiGHS up as scipy does (dual simplex strategy, presolve on, no output);
-its status codes are scipy's (0 optimal, 1 limit, 2 infeasible, 3 unbounded, 4 other).
+its status codes are scipy's (0 optimal, 1 limit, 2 infeasible, 3 unbounded, 4 other). It uses
+highspy's bare solver binding ``highspy._Highs`` (in ``highspy.__all__`` since 1.7): the ``Highs``
+class around it installs logging callbacks, which print HiGHS' banner on file descriptor 1 once per
+process, and hiding that would take redirecting the descriptor, which is not safe while another
+thread (the engine's warm-up solves LPs beside the main thread) writes the query's JSON.
 """
 
 from __future__ import annotations
@@ -16,8 +20,6 @@ from __future__ import annotations
 from typing import NamedTuple, Sequence
 
 import numpy as np
-
-from mopmc.io.quiet import native_output
 
 _SOLVERS = {"highs": "choose", "highs-ds": "simplex", "highs-ipm": "ipm"}
 
@@ -89,8 +91,7 @@ def linprog(c, A_ub=None, b_ub=None, A_eq=None, b_eq=None, bounds: Sequence | No
     matrix.start_ = np.concatenate(([0], np.cumsum(np.bincount(cols, minlength=n)))).astype(np.int32)
     matrix.index_ = rows.astype(np.int32)
     matrix.value_ = A[rows, cols]
-    with native_output():  # highspy.Highs() writes its banner to file descriptor 1
-        h = highspy.Highs()
+    h = highspy._Highs()
     h.setOptionValue("output_flag", False)
     h.setOptionValue("solver", _SOLVERS[method])
     h.setOptionValue("simplex_strategy", 1)  # dual simplex, as scipy's linprog sets it
