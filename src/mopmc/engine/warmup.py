@@ -1,11 +1,13 @@
 """Warm the engine up while Storm builds the model: compiled kernels and solver imports off the clock.
 
 Storm's sparse builder releases the GIL, so a thread can meanwhile import numba, load the kernels'
-compiled code from numba's cache (``cache=True``), and for convex queries import cvxpy and its conic
-solver: about 1 s of every check and 2-3 s of every convex query on a PRISM model. The thread
-runs the real code paths on a tiny cyclic MDP with two total-reward objectives (the arrays have the
-dtypes and flags of a loaded model, so the kernels' cached signatures are the ones the real call
-uses). It only ever saves time: any failure is ignored and the real call does the work itself.
+compiled code from numba's cache (``cache=True``), and for convex queries import the convex query
+and its QP solver (Clarabel). The thread runs the real code paths on a tiny cyclic MDP and a tiny
+acyclic one with two total-reward objectives (the arrays have the dtypes and flags of a loaded
+model, so the kernels' cached signatures are the ones the real call uses). On the small models of
+Table 5 this is all GIL-bound work beside the main thread's and gains nothing measurable (Model A
+n=20 and n=100, C team 3: within noise with and without it, 2026-12-06); it pays where
+the main thread leaves the GIL for long, in Storm's builder or mopmc's explorer on large models. It only ever saves time: any failure is ignored and the real call does the work itself.
 
 >>> thread = start("convex")   # doctest: +SKIP
 """
