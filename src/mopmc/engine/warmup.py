@@ -6,8 +6,9 @@ and its QP solver (Clarabel). The thread runs the real code paths on a tiny cycl
 acyclic one with two total-reward objectives (the arrays have the dtypes and flags of a loaded
 model, so the kernels' cached signatures are the ones the real call uses). On the small models of
 Table 5 this is all GIL-bound work beside the main thread's and gains nothing measurable (Model A
-n=20 and n=100, C team 3: within noise with and without it, 2026-12-06); it pays where
-the main thread leaves the GIL for long, in Storm's builder or mopmc's explorer on large models. It only ever saves time: any failure is ignored and the real call does the work itself.
+n=20 and n=100, C team 3: within noise with and without it, 2026-12-06); it pays where the main
+thread leaves the GIL for long, in Storm's builder or mopmc's explorer on large models. It only
+ever saves time: any failure is ignored and the real call does the work itself.
 
 >>> thread = start("convex")   # doctest: +SKIP
 """
