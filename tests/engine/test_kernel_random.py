@@ -314,3 +314,49 @@ def test_many_directions_at_once_equal_one_by_one_bit_for_bit(seed, n, m, k, dag
         np.testing.assert_array_equal(b.w, a.w)
     if not eng.trivial and eng.acyclic:
         _check_scheduler(model, objs, many[-1])
+
+
+def _few_paying(rng, model):
+    """``model`` with rewards left on about a tenth of its choices (the rest exactly 0)."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    keep = rng.random(model.n_choices) < 0.1
+    rewards = {name: np.where(keep, r, 0.0) for name, r in model.rewards.items()}
+    return SparseMDP.from_arrays(model.row_groups, model.indptr, model.targets, model.probs, model.initial, rewards=rewards)
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 30), m=st.integers(1, 3), k=st.integers(2, 6),
+       dag=st.booleans())
+def test_weighted_rewards_over_the_paying_rows_equal_the_full_product_bit_for_bit(seed, n, m, k, dag):
+    """Where few choices pay, ``rewards @ w`` is taken over the paying rows alone and the forward
+    visits skip the rest (``kernel.SPARSE_PAY``): the same values, policies and bounds to the last
+    bit as the product over every row, one direction at a time and in batches, cyclic or not."""
+    import mopmc.engine.kernel as kernel
+
+    rng = np.random.default_rng(seed)
+    model = _few_paying(rng, _dag_mdp(rng, n, m) if dag else random_mdp(rng, n, m, max_choices=3))
+    objs = total_objectives(m, [("min", "max")[int(x)] for x in rng.integers(0, 2, m)])
+    W = rng.uniform(-1.0, 1.0, (k, m))
+    answers = []
+    for fraction in (1.0, 0.0):  # every row set taken sparse, then only an empty one
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(kernel, "SPARSE_PAY", fraction)
+            try:
+                eng = Engine(model, objs)
+            except InfiniteValueError:
+                return
+        if eng.trivial:
+            return
+        # (with 0, only a model where no choice pays takes its empty row set)
+        assert eng._paying is not None if fraction == 1.0 else eng._paying is None or len(eng._paying[0]) == 0
+        try:
+            answers.append([eng.optimise(w) for w in W] + eng.optimise_many(W))
+        except InfiniteValueError:
+            answers.append(None)
+    sparse, dense = answers
+    assert (sparse is None) == (dense is None)
+    for a, b in zip(sparse or [], dense or []):
+        assert a.point.tobytes() == b.point.tobytes() and a.weighted == b.weighted
+        assert a.error_bound == b.error_bound
+        np.testing.assert_array_equal(a.policy, b.policy)

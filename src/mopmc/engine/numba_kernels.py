@@ -616,12 +616,14 @@ def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewa
 
 
 @_lazy
-def occupation_values(order, indptr, targets, probs, choice, rewards, initial):
+def occupation_values(order, indptr, targets, probs, choice, rewards, pays, initial):
     """The objective values at ``initial`` of the fixed ``choice`` per state on an acyclic part
     (self-loops allowed; ``order`` successors first, as :func:`bellman_pass`), by expected visits:
     one forward push of a scalar per state instead of the ``m`` values per state of a backward pass.
     A state's visits, ``x[s] / (1 - p_self)``, collect its choice's rewards; mass that leaves to
-    the terminal is lost. States with ``choice`` -1 collect nothing."""
+    the terminal is lost. States with ``choice`` -1 collect nothing. ``pays`` (bool per choice, or
+    empty: all) skips the rows without a reward (adding their ``+0.0`` changes no sum: the same
+    values bit for bit)."""
     n = order.shape[0]
     m = rewards.shape[1]
     x = np.zeros(choice.shape[0], np.float64)
@@ -638,8 +640,9 @@ def occupation_values(order, indptr, targets, probs, choice, rewards, initial):
             if targets[k] == s:
                 ps += probs[k]
         xs = xs / (1.0 - ps)
-        for j in range(m):
-            out[j] += xs * rewards[c, j]
+        if pays.shape[0] == 0 or pays[c]:
+            for j in range(m):
+                out[j] += xs * rewards[c, j]
         for k in range(indptr[c], indptr[c + 1]):
             t = targets[k]
             if t != s:
@@ -702,10 +705,10 @@ def bellman_pass_many(order, row_groups, indptr, targets, probs, self_only, rho,
 
 
 @_lazy
-def occupation_values_many(order, indptr, targets, probs, choice, rewards, initial, x):
+def occupation_values_many(order, indptr, targets, probs, choice, rewards, pays, initial, x):
     """:func:`occupation_values` for ``k`` policies at once (``choice`` ``(k, n_states)``), each
     with :func:`occupation_values`'s arithmetic in the same order; a state's transitions are read
-    once for all policies that choose the same choice there. ``x``: an ``(n_states, k)`` buffer
+    once for all policies that choose the same choice there (``pays``: as there). ``x``: an ``(n_states, k)`` buffer
     (overwritten; the backward pass's values, no longer needed, so no fresh memory is touched).
     Returns ``(k, m)``."""
     n = order.shape[0]
@@ -742,8 +745,9 @@ def occupation_values_many(order, indptr, targets, probs, choice, rewards, initi
                 xs = xs / (1.0 - ps)
                 xl[d] = xs
                 moved = True
-                for j in range(m):
-                    out[d, j] += xs * rewards[c, j]
+                if pays.shape[0] == 0 or pays[c]:
+                    for j in range(m):
+                        out[d, j] += xs * rewards[c, j]
             if not moved:
                 continue
             # (a policy with no mass here adds +0.0 to values >= +0.0: unchanged, bit for bit)
@@ -764,8 +768,9 @@ def occupation_values_many(order, indptr, targets, probs, choice, rewards, initi
                 if targets[q] == s:
                     ps += probs[q]
             xs = xs / (1.0 - ps)
-            for j in range(m):
-                out[d, j] += xs * rewards[c, j]
+            if pays.shape[0] == 0 or pays[c]:
+                for j in range(m):
+                    out[d, j] += xs * rewards[c, j]
             for q in range(indptr[c], indptr[c + 1]):
                 t = targets[q]
                 if t != s:
