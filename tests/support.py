@@ -66,7 +66,7 @@ def run_mopmc(*args: str, cwd: str | Path | None = None, timeout: float = 300) -
 def assert_one_line_error(result: CliResult, *fragments: str, code: int = 2) -> None:
     """Exit code, exactly one non-empty stderr line, no traceback, and the expected words."""
     assert result.code == code, (result.code, result.stderr, result.stdout)
-    assert len(result.stderr_lines) == 1, result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr  # not even an empty line beside it
     assert "Traceback" not in result.stderr
     for frag in fragments:
         assert frag in result.stderr, (frag, result.stderr)

@@ -42,6 +42,11 @@ def test_soft_with_target_is_an_error():
     (["--loss", "mae"], ["--loss", "mae"]),
     (["--target", "1,x"], ["--target"]),
     (["--target", "1"], ["expected 2"]),
+    (["--eps-rel", "nan"], ["--eps-rel", "nan"]),
+    (["--eps-abs", "inf"], ["--eps-abs", "inf"]),
+    (["--eps-rel", "-1"], ["--eps-rel", "-1"]),
+    (["--eps-rel", "0", "--eps-abs", "0"], ["--eps-rel", "--eps-abs", "both 0"]),
+    (["--max-iter", "-1"], ["--max-iter", "-1"]),
 ])
 def test_bad_options(args, words):
     assert_one_line_error(run_mopmc("convex", files.tradeoff, "--prop", PROP, *args), *words)

@@ -169,6 +169,10 @@ def test_bad_arguments():
         convex_query(m, objs, "mse", target=[1.0])
     with pytest.raises(PropertyError, match="non-convex"):
         convex_query(m, objs, "wmse", weights=[1.0, -1.0])
+    for kw, word in (({"eps_rel": float("nan")}, "eps_rel nan"), ({"eps_abs": float("inf")}, "eps_abs inf"),
+                     ({"eps_rel": 0.0, "eps_abs": 0.0}, "both 0"), ({"max_iter": -1}, "max_iter")):
+        with pytest.raises(PropertyError, match=word):
+            convex_query(m, objs, "mse", **kw)
     m2, objs2 = parsed(files.tradeoff, 'multi(R{"time"}min=? [C], R{"energy"}<=3 [C])')
     with pytest.raises(PropertyError, match="has none"):
         convex_query(m2, objs2, "mse", soft=True)

@@ -8,6 +8,7 @@ on stdout (a table, or ``--json``), the progress bar and diagnostics on stderr.
 from __future__ import annotations
 
 import math
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -47,7 +48,10 @@ def load_multi(model: str, prop: str, const: list[str] | None, *, valuations: bo
 
 
 def progress_reporter():
-    """A rich progress bar on stderr: ``(callback, stop)``."""
+    """A rich progress bar on stderr: ``(callback, stop)``; none where stderr is not a terminal (a
+    transient bar still ends with an empty line there, which would come before an error line)."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
     from rich.console import Console
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
@@ -130,6 +134,9 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
         _pyplot()  # no matplotlib: say so before the model is built
     if loss not in ("mse", "wmse", "var"):
         raise PropertyError(f"--loss {loss!r}: use mse, wmse or var")
+    from mopmc.queries.tolerances import check_tolerances
+
+    check_tolerances(eps_rel, eps_abs, max_iter, names=("--eps-rel", "--eps-abs", "--max-iter"))
     loaded, p = load_multi(model, prop, const, valuations=export_path is not None, engine=engine, device=device)
     # imported only now (0.24 s, scipy.sparse and the QP solver): the warm-up thread imports it
     # while the model is explored, which leaves the GIL free

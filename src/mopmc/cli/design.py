@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Optional
@@ -89,8 +90,6 @@ def sensitivity(
     """Sensitivity of the convex query to every probability of the parameter file (paper Figure 9)."""
 
     def body():
-        import sys
-
         from mopmc.cli.table3 import MO, _multi
         from mopmc.design import sensitivity as sens
         from mopmc.design.params import load_parameters
@@ -115,7 +114,7 @@ def sensitivity(
             p = p.with_n(n)
         query = sens.Query(prop or _multi(MO), loss, soft, eps_rel, engine, device)
         bar = None
-        if not json_out:
+        if not json_out and sys.stderr.isatty():  # a transient bar ends with an empty line elsewhere
             from rich.console import Console
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

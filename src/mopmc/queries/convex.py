@@ -39,6 +39,7 @@ from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
 from mopmc.queries import clarabel_qp as qp
 from mopmc.queries import highs_lp
 from mopmc.queries.oracle import answers_at_once
+from mopmc.queries.tolerances import check_tolerances
 
 DUPLICATE = 1e-12
 
@@ -458,6 +459,8 @@ def _call(oracle, w: np.ndarray, objectives):
         ) from None
 
 
+
+
 def convex_query(
     model_or_oracle,
     objectives: Sequence,
@@ -497,10 +500,7 @@ def convex_query(
     m = len(objectives)
     if m == 0:
         raise PropertyError("a convex query needs at least one objective")
-    if eps_rel < 0 or eps_abs < 0 or not (eps_rel > 0 or eps_abs > 0):
-        raise PropertyError(f"tolerances must be >= 0 and not both 0 (eps_rel={eps_rel}, eps_abs={eps_abs})")
-    if max_iter < 0:
-        raise PropertyError(f"max_iter must be >= 0, got {max_iter}")
+    check_tolerances(eps_rel, eps_abs, max_iter)
     if soft and target is not None:
         raise PropertyError("--soft uses the thresholds as the target; do not also give --target")
     if soft:
