@@ -17,7 +17,8 @@ SCC plan, renumbered problem) by composition and solves each direction on the de
   second direction) and replayed for every later direction, on static device buffers; a capture
   that fails leaves its run eager (``graph_errors`` says why) with the same results.
 * **Cyclic SCC blocks** by policy iteration on the device (:mod:`mopmc.engine.torch_cyclic`): dense
-  LU for blocks up to ``dense_limit`` states (exact up to rounding, error bound 0), otherwise an
+  LU for blocks up to ``dense_limit`` states, sparse LU on the host (SuperLU, as the CPU engine)
+  up to ``sparse_limit`` (both exact up to rounding, error bound 0), otherwise an
   iterative evaluation with a sound bound, its convergence tested on the device every
   ``check_every`` sweeps only, and the optimum certified by an optimistic upper bound. The
   ``error_bound`` means what the CPU engine's means: every value is within it of the returned
@@ -45,7 +46,8 @@ from mopmc.engine.kernel import Engine, KernelResult
 from mopmc.errors import DependencyError, InfiniteValueError, MopmcError
 
 DEFAULT_PRECISION = 1e-6
-DEFAULT_DENSE_LIMIT = 4096
+DEFAULT_DENSE_LIMIT = 256
+DEFAULT_SPARSE_LIMIT = 100_000  # as the CPU engine's exact blocks (Engine's size_limit)
 
 
 class DeviceError(MopmcError):
@@ -167,7 +169,9 @@ class TorchEngine:
         model, objectives, allow_stay, choice_mask: as for :class:`~mopmc.engine.kernel.Engine`.
         device: ``cuda``, ``cuda:N`` or ``cpu``; default ``cuda`` when available, else ``cpu``.
         precision: relative precision of iterative block evaluations (blocks above ``dense_limit``).
-        dense_limit: cyclic blocks with at most this many states are solved by dense LU (exact).
+        dense_limit: cyclic blocks with at most this many states are solved by dense LU on the device (exact).
+        sparse_limit: larger cyclic blocks up to this many states by sparse LU on the host (SuperLU,
+            exact, as the CPU engine); blocks above it by iterative evaluation on the device.
         check_every: iterative sweeps between convergence checks (each check is one host sync).
         engine: an already prepared CPU engine for the same model and objectives (skips preprocessing).
         padded: acyclic levels in padded dense form (:mod:`mopmc.engine.torch_levels`) where that at
@@ -194,6 +198,7 @@ class TorchEngine:
         choice_mask: np.ndarray | None = None,
         precision: float = DEFAULT_PRECISION,
         dense_limit: int = DEFAULT_DENSE_LIMIT,
+        sparse_limit: int = DEFAULT_SPARSE_LIMIT,
         check_every: int = 32,
         engine: Engine | None = None,
         padded: bool = True,
@@ -220,6 +225,7 @@ class TorchEngine:
         self.orientation = self.cpu.orientation
         self.precision = float(precision)
         self.dense_limit = int(dense_limit)
+        self.sparse_limit = int(sparse_limit)
         self.check_every = max(1, int(check_every))
         self.padded_levels = bool(padded)
         self.graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)
