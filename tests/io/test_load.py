@@ -125,3 +125,63 @@ def test_several_initial_states(tmp_path):
     src.write_text("mdp\nmodule m\n s:[0..2];\n [] true -> true;\nendmodule\ninit s<2 endinit\n")
     with pytest.raises(UnsupportedModelError, match=r"2 initial states \(0, 1\)"):
         load_model(src)
+
+
+@pytest.mark.parametrize("text, line, builder", [
+    ("mdp\nconst int Z = 0;\nmodule m\n s:[0..2] init 0;\n [] s=0 -> 1/Z:(s'=1) + 1:(s'=2);\n [] s>0 -> true;\nendmodule\n", 5, "storm"),
+    ("mdp\nconst int Z = 0;\nmodule m\n s:[0..2] init 0;\n [] s=0 -> 1/Z:(s'=1) + 1:(s'=2);\n [] s>0 -> true;\nendmodule\n", 5, "mopmc"),
+    ("mdp\nmodule m\n s:[0..2] init 0;\n [] s=0 -> (s'=mod(2,0));\n [] s>0 -> true;\nendmodule\n", 4, "auto"),
+    ("mdp\nmodule m\n s:[0..2] init 0;\n [] s=0 -> 1:(s'=1);\n [] s>0 -> true;\nendmodule\nlabel \"x\" = 1/0 > 1;\n", 7, "auto"),
+])
+def test_division_by_zero_in_a_constant_expression_is_an_error(tmp_path, text, line, builder):
+    # Storm's exact arithmetic raises SIGFPE here: the process died with no message (exit 136), so
+    # these run in a subprocess (a regression fails the test, not the test run)
+    from support import assert_one_line_error, run_mopmc
+
+    src = tmp_path / "z.nm"
+    src.write_text(text)
+    assert_one_line_error(run_mopmc("--builder", builder, "info", src), "z.nm: Storm aborts parsing the model",
+                          "division or modulo by zero", f"line {line}")
+
+
+def test_constant_set_to_zero_divisor_is_an_error(tmp_path):
+    from support import assert_one_line_error, run_mopmc
+
+    src = tmp_path / "d.nm"
+    src.write_text("mdp\nconst int Z;\nmodule m\n s:[0..2] init 0;\n [] s=0 -> 1/Z:(s'=1) + 1:(s'=2);\n [] s>0 -> true;\nendmodule\n")
+    assert_one_line_error(run_mopmc("info", src, "--const", "Z=0"), "d.nm: --const Z=0: Storm aborts substituting the constants")
+
+
+def test_infinite_reward_from_division_by_zero(tmp_path):
+    # mopmc's builder turned the reward into a command probability, which crashed Storm's parser
+    from support import assert_one_line_error, run_mopmc
+
+    src = tmp_path / "r.nm"
+    src.write_text("mdp\nconst double Z = 0;\nmodule m\n s:[0..1] init 0;\n [a] s=0 -> (s'=1);\n [] s=1 -> true;\nendmodule\n"
+                   'rewards "r"\n [a] true : 1/Z;\nendrewards\n')
+    assert_one_line_error(run_mopmc("info", src), "r.nm: reward model 'r' is inf")
+    assert_one_line_error(run_mopmc("--builder", "mopmc", "info", src), "r.nm: mopmc's builder does not cover this model")
+
+
+def test_unbounded_integer_goes_to_storms_builder(tmp_path):
+    # `s : int` segfaulted mopmc's builder (and so the default builder) on reading its bounds: in a subprocess
+    from support import assert_one_line_error, run_mopmc
+
+    src = tmp_path / "u.nm"
+    src.write_text("mdp\nmodule m\n s:int init 0;\n [] s<3 -> (s'=s+1);\n [] s=3 -> true;\nendmodule\n")
+    result = run_mopmc("info", src, "--json")
+    assert result.code == 0 and result.json()["states"] == 4, result.stderr
+    assert_one_line_error(run_mopmc("--builder", "mopmc", "info", src), "u.nm", "unbounded integer variables")
+
+
+def test_cli_file_errors_are_one_line(tmp_path):
+    from support import assert_one_line_error, run_mopmc
+
+    assert_one_line_error(run_mopmc("info", ""), "the model path is empty")
+    ctmc = tmp_path / "c.sm"
+    ctmc.write_text("ctmc\nmodule m\n s:[0..1] init 0;\n [] s=0 -> 2:(s'=1);\n [] s=1 -> 1:(s'=0);\nendmodule\n")
+    assert_one_line_error(run_mopmc("info", ctmc), "c.sm: unsupported model type CTMC")
+    binary = tmp_path / "b.nm"
+    binary.write_bytes(b"\xff\xfe\xfd not prism")  # Storm quotes the bytes; the quote did not decode
+    assert_one_line_error(run_mopmc("info", binary), "b.nm: not a PRISM file", "not UTF-8")
+    assert_one_line_error(run_mopmc("info", "/dev/null"), "not a regular file")

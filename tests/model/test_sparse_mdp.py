@@ -72,6 +72,9 @@ def test_validate_structure():
         validate(SparseMDP.from_arrays([0, 1, 1], [0, 1], [0], [1.0]))
     with pytest.raises(InvalidModelError, match="no transition"):
         validate(SparseMDP.from_arrays([0, 2], [0, 1, 1], [0], [1.0]))
+    # fewer probabilities than successors: the sums misaligned silently before
+    with pytest.raises(InvalidModelError, match="1 probabilities for 2 transitions"):
+        validate(SparseMDP.from_arrays([0, 1], [0, 2], [0, 0], [1.0]))
 
 
 def test_validator_tolerance_is_1e9():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -52,6 +53,8 @@ def set_default_builder(name: str) -> None:
 def resolve_path(path: str | Path) -> Path:
     """A model path; ``example:NAME`` names a shipped example (see :mod:`mopmc.examples.files`)."""
     text = str(path)
+    if not text.strip():
+        raise ModelFileError("the model path is empty; give a model file (PRISM, JANI or UMB) or example:NAME")
     if text.startswith("example:"):
         from mopmc.examples.files import ALL
 
@@ -67,6 +70,10 @@ def _check_path(path: Path) -> None:
         raise ModelFileError(f"{path}: no such file")
     if path.is_dir():
         raise ModelFileError(f"{path}: is a directory, not a model file")
+    if not os.access(path, os.R_OK):
+        raise ModelFileError(f"{path}: permission denied (the file is not readable)")
+    if not path.is_file():
+        raise ModelFileError(f"{path}: not a regular file (a pipe or device?); give a model file")
     if path.stat().st_size == 0:
         raise ModelFileError(f"{path}: the file is empty")
 
@@ -141,7 +148,7 @@ def load(
                                before_explore=start_warmup)
         if model is None and builder == "mopmc":
             raise UnsupportedModelError(
-                f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, "
+                f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, unbounded integer variables, "
                 "atomic expressions in the properties, or an error Storm's builder reports); use --builder storm"
             )
     start_warmup()  # (Storm's builder releases the GIL)
@@ -149,7 +156,7 @@ def load(
     if model is None:
         # with valuations Storm checks that assignments stay in range (without, it builds on silently)
         built = storm.build(program, path, raw, valuations=valuations or builder == "auto")
-        kind = storm.model_kind(built)
+        kind = storm.model_kind(built, path)
         t_build = time.perf_counter()
         tmp = storm.temp_umb_path()
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import tempfile
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -37,16 +38,73 @@ def _storm_message(exc: BaseException) -> str:
     return " ".join(text.split())
 
 
+#: a division (``/``) whose divisor is not a non-zero number literal, or PRISM's ``mod(``
+_RISKY_DIVISION = re.compile(r"/(?!\s*(?:\d*[1-9]\d*(?:\.\d*)?|\d*\.\d*[1-9]\d*)(?![\w.]))|\bmod\s*\(")
+
+
+def _risky_lines(text: str) -> list[int]:
+    """Lines (1-based) of PRISM or JANI text with a division or modulo that may be by zero."""
+    return [i for i, line in enumerate(text.splitlines(), 1)
+            if _RISKY_DIVISION.search(line.split("//", 1)[0])]
+
+
+def _survives(action) -> bool:
+    """Whether ``action`` (a Storm call) returns in a forked child rather than killing it.
+
+    Storm's exact arithmetic raises SIGFPE on a division or modulo by zero in a constant expression
+    (``1/0``, ``1/Z`` with ``Z = 0``) while it parses or substitutes constants: the process dies
+    with no exception to catch. Only called for text with such an operator (:func:`_risky_lines`).
+    """
+    import threading
+
+    if not hasattr(os, "fork") or threading.active_count() > 1:
+        return True  # (forking beside other threads may deadlock the child: no probe, as before)
+    pid = os.fork()
+    if pid == 0:  # the child: nothing of the parent's state may run here (no atexit, no flushes)
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            action()
+        finally:
+            os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    return not (os.WIFSIGNALED(status) and os.WTERMSIG(status) in (signal.SIGFPE, signal.SIGSEGV, signal.SIGABRT))
+
+
+def _crash_error(where: str, lines: list[int], what: str) -> ModelSyntaxError:
+    at = f" (divisions on line {', '.join(map(str, lines[:8]))})" if lines else ""
+    return ModelSyntaxError(f"{where}: Storm aborts {what}: a division or modulo by zero in a constant expression{at}; "
+                            "change the divisor or the constant's value")
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
 def parse_program(path: Path):
     """Parse a PRISM or JANI file into a Storm symbolic description (PrismProgram or JaniModel)."""
     sp = stormpy()
     suffix = path.suffix.lower()
+
+    def parse():
+        if suffix in JANI_SUFFIXES:
+            model, _props = sp.parse_jani_model(str(path))
+            return model
+        return sp.parse_prism_program(str(path), prism_compatibility=True)
+
+    lines = _risky_lines(_read_text(path))
+    if lines and not _survives(parse):
+        raise _crash_error(str(path), lines, "parsing the model")
     try:
         with storm_output():
-            if suffix in JANI_SUFFIXES:
-                model, _props = sp.parse_jani_model(str(path))
-                return model
-            return sp.parse_prism_program(str(path), prism_compatibility=True)
+            return parse()
+    except UnicodeDecodeError as exc:  # Storm's message quotes the file's bytes, which do not decode
+        kind = "JANI" if suffix in JANI_SUFFIXES else "PRISM"
+        raise ModelSyntaxError(f"{path}: not a {kind} file: Storm rejects it, and it is not UTF-8 text ({exc.reason})") from None
     except Exception as exc:  # stormpy raises RuntimeError subclasses carrying Storm's message
         msg = _storm_message(exc)
         m = re.search(r"Parsing error at (\d+):(\d+):?\s*(.*)", msg)
@@ -66,6 +124,8 @@ def parse_program_text(text: str, path: Path):
     try:
         with os.fdopen(fd, "w") as f:
             f.write(text)
+        if _risky_lines(text) and not _survives(lambda: sp.parse_prism_program(name, prism_compatibility=True)):
+            return None  # (Storm's builder then words the error: an infinite reward, say)
         with storm_output():
             return sp.parse_prism_program(name, prism_compatibility=True)
     except Exception:  # noqa: BLE001 - any rejection means: let Storm's own parse of the file speak
@@ -95,6 +155,9 @@ def define_constants(program, path: Path, constants: Mapping[str, str]):
             )
     if constants:
         spec = ",".join(f"{k}={v}" for k, v in constants.items())
+        lines = _risky_lines(_read_text(path))
+        if (lines or _risky_lines(spec)) and not _survives(lambda: sp.instantiate_constants(program, spec)):
+            raise _crash_error(f"{path}: --const {spec}", lines, "substituting the constants")
         try:
             with storm_output():
                 program, _ = sp.instantiate_constants(program, spec)
@@ -161,12 +224,12 @@ def build(program, path: Path, formulas: Iterable = (), *, valuations: bool = Fa
     return model
 
 
-def model_kind(model) -> str:
-    """'mdp' or 'dtmc', or an UnsupportedModelError."""
+def model_kind(model, path: Path | str = "the model") -> str:
+    """'mdp' or 'dtmc', or an UnsupportedModelError naming ``path``."""
     name = model.model_type.name
     if name in ("MDP", "DTMC"):
         return name.lower()
-    raise UnsupportedModelError(f"unsupported model type {name}: mopmc analyses MDPs and DTMCs")
+    raise UnsupportedModelError(f"{path}: unsupported model type {name}: mopmc analyses MDPs and DTMCs")
 
 
 def to_umb(model, path: Path) -> None:

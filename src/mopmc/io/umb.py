@@ -11,15 +11,21 @@ from __future__ import annotations
 
 import io
 import json
+import lzma
 import mmap
 import tarfile
 import time
+import zlib
 from pathlib import Path
 
 import numpy as np
 
 from mopmc.errors import ModelFileError, UnsupportedModelError
 from mopmc.model.sparse_mdp import SparseMDP, StateValuations
+
+
+#: what a truncated or corrupt (compressed) tar archive raises while it is read
+_CORRUPT = (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError)
 
 
 class _Archive:
@@ -35,11 +41,14 @@ class _Archive:
             self.plain = False
             try:
                 self.tar = tarfile.open(path, "r:*")
-            except (tarfile.TarError, OSError) as exc:
+            except (*_CORRUPT, OSError) as exc:
                 raise ModelFileError(f"{path}: not a UMB archive ({exc})") from None
         except OSError as exc:
             raise ModelFileError(f"{path}: not a UMB archive ({exc})") from None
-        self.members = {m.name.lstrip("./"): m for m in self.tar.getmembers() if m.isfile()}
+        try:
+            self.members = {m.name.lstrip("./"): m for m in self.tar.getmembers() if m.isfile()}
+        except _CORRUPT as exc:
+            raise ModelFileError(f"{path}: the UMB archive is truncated or corrupt ({exc or type(exc).__name__})") from None
         if mapped and self.plain:
             with open(path, "rb") as f:
                 self.mapping = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
@@ -54,7 +63,14 @@ class _Archive:
             raise ModelFileError(f"{self.path}: UMB archive lacks {name}") from None
 
     def read(self, name: str) -> bytes:
-        return self.tar.extractfile(self._member(name)).read()
+        member = self._member(name)
+        try:
+            data = self.tar.extractfile(member).read()
+        except _CORRUPT as exc:
+            raise ModelFileError(f"{self.path}: the UMB archive is truncated or corrupt at {name} ({exc or type(exc).__name__})") from None
+        if len(data) != member.size:
+            raise ModelFileError(f"{self.path}: the UMB archive is truncated: {name} has {len(data)} of its {member.size} bytes")
+        return data
 
     def array(self, name: str, dtype) -> np.ndarray:
         """A little-endian array; from a plain archive one read into the array (no bytes copy)."""
@@ -65,7 +81,11 @@ class _Archive:
         if self.mapping is not None and not member.sparse:
             return np.frombuffer(self.mapping, dtype=dtype, count=member.size // dtype.itemsize, offset=member.offset_data)
         if self.plain and not member.sparse:
-            return np.fromfile(self.path, dtype=dtype, count=member.size // dtype.itemsize, offset=member.offset_data)
+            count = member.size // dtype.itemsize
+            arr = np.fromfile(self.path, dtype=dtype, count=count, offset=member.offset_data)
+            if len(arr) != count:
+                raise ModelFileError(f"{self.path}: the UMB archive is truncated: {name} has {len(arr)} of its {count} entries")
+            return arr
         return np.frombuffer(self.read(name), dtype=dtype)
 
     def index_array(self, name: str) -> np.ndarray:
@@ -80,6 +100,54 @@ def _bits(raw: np.ndarray | bytes, n: int) -> np.ndarray:
     return np.unpackbits(np.frombuffer(bytes(raw), dtype=np.uint8), bitorder="little")[:n].astype(bool)
 
 
+def _state_bits(ar: "_Archive", name: str, n: int) -> np.ndarray:
+    """A bit-packed Boolean per state, or an error naming the file when it is too short."""
+    raw = ar.read(name)
+    if len(raw) * 8 < n:
+        raise ModelFileError(f"{ar.path}: {name} has {len(raw)} bytes, too few for {n} states (one bit per state)")
+    return _bits(raw, n)
+
+
+def _object(value, where: str, key: str) -> dict:
+    """``value`` (index.json's entry ``key``), which must be a JSON object."""
+    if not isinstance(value, dict):
+        raise ModelFileError(f"{where}: index.json: {key} must be a JSON object, not {json.dumps(value)[:40]}")
+    return value
+
+
+def _count(ts: dict, key: str, where: str, default: int | None = None) -> int:
+    """A non-negative integer entry of index.json's transition-system."""
+    value = ts.get(key, default)
+    if key not in ts and value is None:
+        raise ModelFileError(f"{where}: index.json has no transition-system sizes ({key} is missing)")
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ModelFileError(f"{where}: index.json: transition-system {key} must be a non-negative integer, not {json.dumps(value)[:40]}")
+    return value
+
+
+def _applies_to(spec: dict, where: str, what: str) -> list:
+    applies = spec.get("applies-to", [])
+    if not isinstance(applies, list) or not all(isinstance(a, str) for a in applies):
+        raise ModelFileError(f"{where}: index.json: {what} applies-to must be a list of strings, not {json.dumps(applies)[:40]}")
+    return applies
+
+
+def _counts(pointers: np.ndarray, name: str, what: str, where: str) -> np.ndarray:
+    """How many entries each CSR row owns, or an error where the pointers go back (a malformed file;
+    numpy's repeat would fail on it)."""
+    counts = np.diff(pointers)
+    if counts.size and counts.min() < 0:
+        k = int(np.flatnonzero(counts < 0)[0])
+        raise ModelFileError(f"{where}: {name} decreases at {what} {k} ({int(pointers[k])} then {int(pointers[k + 1])})")
+    return counts
+
+
+def _length(arr: np.ndarray, expected: int, name: str, what: str, where: str) -> np.ndarray:
+    if len(arr) != expected:
+        raise ModelFileError(f"{where}: {name} has {len(arr)} entries for {expected} {what}")
+    return arr
+
+
 def _packbits(mask: np.ndarray) -> bytes:
     n = len(mask)
     words = -(-n // 64) * 8
@@ -90,6 +158,9 @@ def _packbits(mask: np.ndarray) -> bytes:
 
 
 def _value_dtype(spec: dict, where: str):
+    if not isinstance(spec, dict):
+        raise ModelFileError(f"{where}: index.json: a value type must be a JSON object such as "
+                             f'{{"type": "double", "size": 64}}, not {json.dumps(spec)[:40]}')
     kind, size = spec.get("type"), spec.get("size", 64)
     if kind == "double" and size == 64:
         return np.float64
@@ -103,63 +174,76 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None,
     that nobody changes afterwards (the loader's temporary export, which it deletes at once).
     """
     ar = _Archive(path, mapped=mapped)
+    where = source or str(path)
     try:
-        index = json.loads(ar.read("index.json"))
-    except json.JSONDecodeError as exc:
+        index = _object(json.loads(ar.read("index.json")), str(path), "the top level")
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelFileError(f"{path}: index.json is not JSON ({exc})") from None
-    ts = index.get("transition-system", {})
-    n, c = int(ts.get("#states", -1)), int(ts.get("#choices", -1))
-    if n < 0 or c < 0:
-        raise ModelFileError(f"{path}: index.json has no transition-system sizes")
-    if ts.get("time", "discrete") != "discrete" or int(ts.get("#players", 1)) > 1:
+    ts = _object(index.get("transition-system", {}), str(path), "transition-system")
+    n, c = _count(ts, "#states", str(path)), _count(ts, "#choices", str(path))
+    if ts.get("time", "discrete") != "discrete" or _count(ts, "#players", str(path), 1) > 1:
         raise UnsupportedModelError(f"{path}: only discrete-time single-player models (MDPs, DTMCs) are supported")
     if "branch-probability-type" in ts:
         _value_dtype(ts["branch-probability-type"], str(path))
-    row_groups = ar.index_array("state-to-choices.bin") if ar.has("state-to-choices.bin") else np.arange(n + 1, dtype=np.int64)
-    indptr = ar.index_array("choice-to-branches.bin")
+    indptr = _length(ar.index_array("choice-to-branches.bin"), c + 1, "choice-to-branches.bin", f"choices (#choices {c}, plus one)", where)
+    if ar.has("state-to-choices.bin"):
+        row_groups = _length(ar.index_array("state-to-choices.bin"), n + 1, "state-to-choices.bin", f"states (#states {n}, plus one)", where)
+    elif n == c:  # one choice per state (a DTMC)
+        row_groups = np.arange(n + 1, dtype=np.int64)
+    else:
+        raise ModelFileError(f"{where}: UMB archive lacks state-to-choices.bin (needed where #states {n} != #choices {c})")
     targets = ar.index_array("branch-to-target.bin")
-    probs = ar.array("branch-to-probability.bin", np.float64)
-    init_mask = _bits(ar.read("state-is-initial.bin"), n)
+    probs = _length(ar.array("branch-to-probability.bin", np.float64), len(targets), "branch-to-probability.bin",
+                    f"branches (branch-to-target.bin has {len(targets)})", where)
+    if "#branches" in ts:
+        _length(targets, _count(ts, "#branches", str(path)), "branch-to-target.bin", "branches (#branches)", where)
+    init_mask = _state_bits(ar, "state-is-initial.bin", n)
     initial_states = np.flatnonzero(init_mask)
-    where = source or str(path)
     if len(initial_states) != 1:
         listed = ", ".join(map(str, initial_states[:10])) + (" ..." if len(initial_states) > 10 else "")
         raise UnsupportedModelError(
             f"{where}: the model has {len(initial_states)} initial states ({listed}); mopmc needs exactly one "
             "(add an init block or a fresh initial state)"
         )
-    annotations = index.get("annotations", {})
+    annotations = _object(index.get("annotations", {}), where, "annotations")
     labels = {}
-    for key, spec in annotations.get("aps", {}).items():
-        if "states" in spec.get("applies-to", []):
-            labels[spec.get("alias", key)] = _bits(ar.read(f"annotations/aps/{key}/states/values.bin"), n)
+    for key, spec in _object(annotations.get("aps", {}), where, "annotations.aps").items():
+        spec = _object(spec, where, f"annotations.aps.{key}")
+        if "states" in _applies_to(spec, where, f"annotations.aps.{key}"):
+            labels[spec.get("alias", key)] = _state_bits(ar, f"annotations/aps/{key}/states/values.bin", n)
     labels.setdefault("init", init_mask)
     rewards = {}
     choice_of_branch = None
-    for key, spec in annotations.get("rewards", {}).items():
+    for key, spec in _object(annotations.get("rewards", {}), where, "annotations.rewards").items():
+        spec = _object(spec, where, f"annotations.rewards.{key}")
+        name = spec.get("alias", key)
+        if name in rewards:
+            raise ModelFileError(f"{where}: two reward annotations are named {name!r} (alias of {key}); reward names must be unique")
         parts = []
-        applies = spec.get("applies-to", [])
+        applies = _applies_to(spec, where, f"annotations.rewards.{key}")
+        unknown = sorted(set(applies) - {"states", "choices", "branches"})
+        if unknown:
+            raise UnsupportedModelError(f"{where}: reward {name!r} applies to {', '.join(unknown)}; mopmc reads rewards on states, choices and branches")
         dtype = _value_dtype(spec.get("type", {"type": "double", "size": 64}), f"{where}: reward {key}")
+        base = f"annotations/rewards/{key}"
         if "states" in applies:
-            parts.append(np.repeat(ar.array(f"annotations/rewards/{key}/states/values.bin", dtype), np.diff(row_groups)))
+            per_state = _length(ar.array(f"{base}/states/values.bin", dtype), n, f"{base}/states/values.bin", "states", where)
+            parts.append(np.repeat(per_state, _counts(row_groups, "state-to-choices.bin", "state", where)))
         if "choices" in applies:
-            parts.append(ar.array(f"annotations/rewards/{key}/choices/values.bin", dtype))
+            parts.append(ar.array(f"{base}/choices/values.bin", dtype))
         if "branches" in applies:
+            branch = _length(ar.array(f"{base}/branches/values.bin", dtype), len(probs), f"{base}/branches/values.bin", "branches", where)
             if choice_of_branch is None:
-                choice_of_branch = np.repeat(np.arange(c), np.diff(indptr))
-            branch = ar.array(f"annotations/rewards/{key}/branches/values.bin", dtype)
+                choice_of_branch = np.repeat(np.arange(c), _counts(indptr, "choice-to-branches.bin", "choice", where))
             parts.append(np.bincount(choice_of_branch, weights=branch * probs, minlength=c))
         if any(len(part) != c for part in parts):
-            raise ModelFileError(f"{where}: reward {spec.get('alias', key)!r} has {[len(q) for q in parts]} entries for {c} choices")
+            raise ModelFileError(f"{where}: reward {name!r} has {[len(q) for q in parts]} entries for {c} choices")
         vec = parts[0].astype(np.float64, copy=False) if len(parts) == 1 else np.sum(parts, axis=0) if parts else np.zeros(c)
-        rewards[spec.get("alias", key)] = vec
+        rewards[name] = vec
     action_names: tuple[str, ...] = ()
     actions = None
     if ar.has("actions/choices/values.bin"):
-        actions = ar.array("actions/choices/values.bin", np.uint32).astype(np.int64)
-        offsets = ar.index_array("actions/choices/string-mapping.bin")
-        blob = ar.read("actions/choices/strings.bin")
-        action_names = tuple(blob[offsets[i] : offsets[i + 1]].decode() for i in range(len(offsets) - 1))
+        actions, action_names = _read_actions(ar, c, where)
     vals = _read_valuations(ar, index, n, where) if valuations else None
     ar.close()
     # The arrays are ours alone: seal them, so that SparseMDP adopts them without a copy.
@@ -181,7 +265,35 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None,
     )
 
 
+def _read_actions(ar: _Archive, c: int, where: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each choice's action index and the action names, checked against each other."""
+    actions = _length(ar.array("actions/choices/values.bin", np.uint32).astype(np.int64), c,
+                      "actions/choices/values.bin", "choices", where)
+    offsets = ar.index_array("actions/choices/string-mapping.bin")
+    blob = ar.read("actions/choices/strings.bin")
+    if len(offsets) == 0 or offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(blob):
+        raise ModelFileError(f"{where}: actions/choices/string-mapping.bin does not cut strings.bin's {len(blob)} bytes "
+                             "into strings (offsets from 0, non-decreasing, ending at its length)")
+    try:
+        names = tuple(blob[offsets[i] : offsets[i + 1]].decode() for i in range(len(offsets) - 1))
+    except UnicodeDecodeError as exc:
+        raise ModelFileError(f"{where}: actions/choices/strings.bin is not UTF-8 ({exc})") from None
+    bad = np.flatnonzero(actions >= len(names))
+    if bad.size:
+        raise ModelFileError(f"{where}: choice {int(bad[0])} has action {int(actions[bad[0]])}, but there are "
+                             f"{len(names)} action names (actions/choices/values.bin)")
+    return actions, names
+
+
 def _read_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValuations | None:
+    try:
+        return _decode_valuations(ar, index, n, where)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # hand-edited or foreign index.json: any shape of it we do not read is the file's defect
+        raise ModelFileError(f"{where}: index.json: malformed state valuations ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValuations | None:
     spec = index.get("valuations", {}).get("states")
     if not spec or not ar.has("valuations/states/valuations.bin"):
         return None
@@ -192,8 +304,11 @@ def _read_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValu
     width = sum(v.get("padding", 0) if "padding" in v else v["type"]["size"] for v in variables)
     raw = np.frombuffer(ar.read("valuations/states/valuations.bin"), dtype=np.uint8)
     nbytes = width // 8
-    if nbytes == 0 or raw.size < n * nbytes:
+    if nbytes == 0:
         return None
+    if raw.size < n * nbytes:
+        raise ModelFileError(f"{where}: valuations/states/valuations.bin has {raw.size} bytes, too few for {n} states "
+                             f"of {nbytes} bytes each (as index.json's variables say)")
     bits = np.unpackbits(raw[: n * nbytes].reshape(n, nbytes), axis=1, bitorder="little")
     names, kinds, cols = [], [], []
     pos = 0

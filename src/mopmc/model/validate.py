@@ -29,6 +29,8 @@ def validate(model: SparseMDP, *, tolerance: float = SUM_TOLERANCE) -> SparseMDP
     rg, ip = model.row_groups, model.indptr
     if n < 1:
         raise InvalidModelError(f"{where}: the model has no states")
+    if len(model.probs) != t:
+        raise InvalidModelError(f"{where}: {len(model.probs)} probabilities for {t} transitions (successor indices)")
     if rg[0] != 0 or rg[-1] != c or ip[0] != 0 or ip[-1] != t:
         raise InvalidModelError(f"{where}: row-group or choice pointers do not span the choices/transitions")
     bad = np.flatnonzero(np.diff(rg) < 1)

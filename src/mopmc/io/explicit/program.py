@@ -59,6 +59,10 @@ def build(
         return None
 
 
+#: how Storm prints the bound of an integer variable declared without one (``x : int``)
+_UNSET = "__storm::notinitialized__"
+
+
 def _variables(program):
     """``(names, kinds, lo, hi, init)`` of every variable in Storm's order: Booleans, then integers,
     each global ones first and then module by module."""
@@ -68,6 +72,9 @@ def _variables(program):
         init = v.initial_value_expression.evaluate_as_bool() if v.initial_value_expression is not None else False
         out.append((v.name, "bool", 0, 1, int(init)))
     for v in [*program.global_integer_variables, *(v for m in modules for v in m.integer_variables)]:
+        if _UNSET in (str(v.lower_bound_expression), str(v.upper_bound_expression)):
+            # an unbounded `x : int` (Storm's builder takes it); touching the unset bound crashes stormpy
+            raise NotCompilable(f"unbounded integer variable {v.name}")
         lo = v.lower_bound_expression.evaluate_as_int()
         hi = v.upper_bound_expression.evaluate_as_int()
         init = v.initial_value_expression.evaluate_as_int() if v.initial_value_expression is not None else lo
