@@ -74,3 +74,50 @@ def test_bad_option_is_one_line_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mopmc", "bench", "--models", str(tmp_path / "none")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no reference-model folder" in done.stderr
+
+
+def _fake_measure(calls):
+    def measure(cell, query, *, repeat, timeout, nice):
+        calls.append((cell.key, query))
+        return {"cell": cell.key, "family": cell.family, "param": cell.param, "objectives": cell.objectives,
+                "query": query, "status": "ok", "e2e": 1.0, "result": True}
+    return measure
+
+
+def test_a_damaged_record_is_measured_again(tmp_path, cell, monkeypatch):
+    from mopmc.bench import table5
+
+    calls: list = []
+    monkeypatch.setattr(table5, "measure", _fake_measure(calls))
+    out = tmp_path / "out"
+    run_table5([cell], out, queries=("storm",), repeat=1, progress=lambda _: None)
+    assert len(calls) == 1
+    path = record_path(out, cell, "storm")
+    for damaged in (b'{"trunc', b"[1]", b"{}", b"\xff\xfe", b'{"cell": "A-1", "query": "storm"}'):
+        path.write_bytes(damaged)  # each was an "internal error" (JSONDecodeError, KeyError, ...) on resuming
+        lines: list[str] = []
+        result = run_table5([cell], out, queries=("storm",), repeat=1, progress=lines.append)
+        assert "damaged; measuring again" in lines[0], lines
+        assert json.loads(path.read_text())["status"] == "ok" and result.rows[0]["storm_status"] == "ok"
+    assert len(calls) == 6
+
+
+def test_report_only_names_a_foreign_record_and_an_empty_folder(tmp_path):
+    from support import assert_one_line_error, run_mopmc
+
+    empty = run_mopmc("bench", "--report-only", "--out", tmp_path / "none")
+    assert_one_line_error(empty, "no records under")  # was an empty table, written without a word
+    cells = tmp_path / "out" / "cells"
+    cells.mkdir(parents=True)
+    (cells / "zzz.json").write_text("{bad")
+    assert_one_line_error(run_mopmc("bench", "--report-only", "--out", tmp_path / "out"), "zzz.json: not a Table 5 record")
+    (tmp_path / "afile").write_text("x")
+    assert_one_line_error(run_mopmc("bench", "--out", tmp_path / "afile"), "--out", "afile: is a file, not a folder")
+    models = tmp_path / "models" / "switch-scaling"  # one (unread) cell, so that the run gets as far as the folder
+    models.mkdir(parents=True)
+    (models / "switch_model_1.prism").write_text("")
+    (models / "switch_prop_achievable.props").write_text(PROP)
+    assert_one_line_error(run_mopmc("bench", "--models", models.parent, "--out", tmp_path / "afile" / "sub"),
+                          "--out", "cannot make the folder")
+    for bad in ("nan", "inf"):
+        assert_one_line_error(run_mopmc("bench", "--timeout", bad, "--out", tmp_path / "o"), f"--timeout {bad}")

@@ -138,3 +138,179 @@ def test_cli_invalid_specs_give_one_line_and_exit_2(tmp_path, mutate, message):
     res = runner.invoke(app, ["build", str(path), "--out", str(tmp_path / "m.prism")])
     assert res.exit_code == 2
     assert message in res.output and res.output.count("\n") == 1
+
+
+# -------------------------------------------------------------------------------- bad input (audit)
+def _spec_with(mutate):
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    mutate(spec)
+    return spec
+
+
+def _auto(s):
+    return s["automata"][0]
+
+
+@pytest.mark.parametrize("mutate, fragments", [
+    # each of these was a Python exception (an "internal error" line, exit 1) or silently accepted
+    (lambda s: s.update(actions=5), ["actions: expected a list, got int"]),
+    (lambda s: s.update(actions="obs"), ["actions: expected a list, got str"]),  # was read as actions o, b, s
+    (lambda s: _auto(s).update(variables=[{"name": "k", "low": "a", "high": 2}]), ["variables[0].low", "'a' is not an integer"]),
+    (lambda s: _auto(s).update(variables=[{"name": "k", "low": 0.5, "high": 2}]), ["variables[0].low", "0.5 is not an integer"]),
+    (lambda s: _auto(s).update(variables=[{"name": "k", "low": 3, "high": 1, "init": 3}]), ["low 3 > high 1"]),
+    (lambda s: _auto(s).update(variables=[{"name": "k k", "low": 0, "high": 2}]), ["variables[0].name", "'k k' is not a name"]),
+    (lambda s: _auto(s).update(variables=[{"name": "k", "type": "bool", "init": "false"}]), ["init", "'false' is not a Boolean"]),
+    (lambda s: _auto(s).update(name="S S"), ["automata[0].name", "'S S' is not a name"]),
+    (lambda s: _auto(s).update(location_variable=5), ["location_variable", "5 is not a name"]),
+    (lambda s: _auto(s).update(clocks=["z", "z"]), ["clocks: a clock is declared twice"]),
+    (lambda s: _auto(s).update(clocks=[{"a": 1}]), ["clocks[0]", "is not a name"]),
+    (lambda s: _auto(s).update(invariants=["z <= 1"]), ["invariants: expected a mapping, got list"]),
+    (lambda s: _auto(s).update(invariants={"wait": 5}), ["invariants.wait: expected a list, got int"]),
+    (lambda s: _auto(s).update(invariants={"wait": ["y <= 0.1"]}), ["invariant of wait uses unknown clock 'y'"]),
+    (lambda s: _auto(s)["edges"][0].update(action=[1]), ["edges[0].action", "[1] is not a name"]),
+    (lambda s: _auto(s)["edges"][2].update(updates=["k"]), ["edges[2].updates: expected a mapping, got list"]),
+    (lambda s: _auto(s)["edges"][2].update(when=["k < 2"]), ["edges[2].when: expected an expression, got list"]),
+    (lambda s: _auto(s)["edges"][0].update(clocks=["z < 1e5e"]), ["clock constraint 'z < 1e5e'", "is not a number"]),
+    (lambda s: s.update(rewards=[1]), ["rewards: expected a mapping, got list"]),
+    (lambda s: s["rewards"]["late_steps"][0].update(value="x"), ["rewards.late_steps[0].value", "'x' is not a finite number"]),
+    (lambda s: s["rewards"]["late_steps"][0].update(value=float("nan")), ["rewards.late_steps[0].value", "nan is not a finite number"]),
+    (lambda s: s.update(rewards={"late steps": [{"action": "act", "value": 1}]}), ["reward model", "'late steps' is not a name"]),
+    (lambda s: s.update(name=[1]), ["name: expected a text, got list"]),
+    (lambda s: s.update(probabilities={"table": [{"guard": "z >= 0.1", "p": "x"}]}), ["probabilities.table[0].p", "'x' is not a finite number"]),
+    (lambda s: s.update(probabilities={"table": [{"guard": "z >= 0.1", "p": True}]}), ["probabilities.table[0].p", "True is not a finite number"]),
+    (lambda s: s.update(probabilities={"table": [{"guard": "z >= 0.1"}]}), ["probabilities.table[0]: missing key 'p'"]),
+    (lambda s: s.update(probabilities={"table": [{"p": 0.5}]}), ["probabilities.table[0]: missing key 'guard'"]),
+    (lambda s: s.update(probabilities={"table": [{"guard": "z >= 0.1", "p": 1.2}]}), ["probabilities.table[0].p", "outside [0, 1]"]),
+    # rows and delays that name a clock or event the automata do not have were ignored silently
+    (lambda s: s["probabilities"].update(table=[{"guard": "y >= 0.1", "p": 0.5}]), ["probabilities.table[0]: unknown clock 'y'"]),
+    (lambda s: s["probabilities"].update(table=[{"guard": "exit_ok", "p": 0.5}]), ["probabilities.table[0]: event 'exit_ok' is on no edge"]),
+    (lambda s: s["probabilities"]["delays"].append({"clock": "y"}), ["probabilities.delays: unknown clock 'y'"]),
+    (lambda s: s["probabilities"].update(delays=[{"clock": "z", "scale": "x"}]), ["delays[0].scale", "'x' is not a finite number"]),
+    (lambda s: s["probabilities"].update(delays=[{"clock": "z", "truncate": "x"}]), ["delays[0].truncate", "'x' is not a finite number"]),
+])
+def test_malformed_specs_are_named_errors(tmp_path, mutate, fragments):
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(_spec_with(mutate)))
+    with pytest.raises(ConfigError) as err:
+        load_design(path)
+    for frag in fragments:
+        assert frag in str(err.value), (frag, str(err.value))
+
+
+def test_spec_files_with_repeated_keys_or_binary_bytes(tmp_path):
+    path = tmp_path / "dup.yaml"
+    path.write_text("name: a\nname: b\nautomata: [{name: S, locations: [a]}]\n")  # YAML kept the last one silently
+    with pytest.raises(ConfigError, match=r"dup.yaml: line 2: key 'name' is given twice"):
+        load_design(path)
+    path = tmp_path / "bin.yaml"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match=r"bin.yaml: not a text \(UTF-8\) file"):
+        load_design(path)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_design(tmp_path)
+
+
+@pytest.mark.parametrize("mutate, fragments", [
+    (lambda d: d.update(n="x"), ["p.yaml: n: 'x' is not an integer"]),
+    (lambda d: d.update(n=None), ["p.yaml: n: None is not an integer"]),
+    (lambda d: d.update(n=2.5), ["p.yaml: n: 2.5 is not an integer"]),  # was truncated to 2
+    (lambda d: d.update(n=0), ["n = 0", "between 1 and 10000"]),
+    (lambda d: d.update(n=100_000), ["n = 100000", "between 1 and 10000"]),  # was a build of many minutes
+    (lambda d: d.update(k="x"), ["p.yaml: k: 'x' is not an integer"]),
+    (lambda d: d.update(k=10**9), ["k = 1000000000"]),
+    (lambda d: d.update(format="other/9"), ["format 'other/9' is not 'mopmc-switch-parameters/1'"]),
+    (lambda d: d.update(configurations={"a": 1}), ["configurations: expected a list, got dict"]),
+    (lambda d: d["configurations"][0].update(t="x"), ["configurations[0].t: 'x' is not a number"]),
+    (lambda d: d["configurations"][0].update(t=0), ["configurations[0].t: the deadline must be > 0"]),
+    (lambda d: d["configurations"][0].update(t=-0.1), ["configurations[0].t: the deadline must be > 0"]),
+    (lambda d: d["configurations"][0].update(t=float("nan")), ["configurations[0].t: nan is not a finite number"]),
+    (lambda d: d["configurations"][0].update(controller="x"), ["configurations[0].controller: 'x' is not an integer"]),
+    (lambda d: d["configurations"][0].update(controller=1.7), ["configurations[0].controller: 1.7 is not an integer"]),
+    (lambda d: d["configurations"][0].update(name=[1]), ["configurations[0].name: [1] is not a name"]),
+    (lambda d: d["configurations"][0].update(enter=True), ["configurations[0].enter: True is not a number"]),
+    (lambda d: d.update(costs={"primary": "x"}), ["costs.primary: 'x' is not a number"]),
+    (lambda d: d.update(costs={"primary": float("nan")}), ["costs.primary: nan is not a finite number"]),
+    (lambda d: d.update(costs={"secondary": -2}), ["costs.secondary: -2 is negative"]),
+    (lambda d: d.update(delay={"scale": "x"}), ["delay.scale: 'x' is not a number"]),
+    (lambda d: d.update(metrics=["hw", "ttc", "ld"]), ["metrics: expected a mapping, got list"]),
+    (lambda d: d["metrics"]["hw"].update(score="x"), ["metrics.hw.score: 'x' is not a number"]),
+    (lambda d: d["metrics"]["hw"].update(provenance=[1]), ["metrics.hw.provenance: expected a mapping, got list"]),
+    (lambda d: d.update(provenance=[1]), ["p.yaml: provenance: expected a mapping, got list"]),
+    (lambda d: d["metrics"]["hw"].update(reward="head way"), ["metrics.hw.reward: 'head way' is not a name"]),
+    # two metrics counted into one reward model (or into ctrl_cost) gave a silently wrong model
+    (lambda d: d["metrics"]["ttc"].update(reward="headway_cost"), ["reward model 'headway_cost' is used twice"]),
+    (lambda d: d["metrics"]["ld"].update(reward="ctrl_cost"), ["reward model 'ctrl_cost' is used twice"]),
+])
+def test_malformed_parameter_values_are_named_errors(mutate, fragments):
+    data = _table3_data()
+    mutate(data)
+    with pytest.raises(ConfigError) as err:
+        parse_parameters(data, "p.yaml")
+    for frag in fragments:
+        assert frag in str(err.value), (frag, str(err.value))
+
+
+def test_parameter_files_with_repeated_keys_or_binary_bytes(tmp_path):
+    text = yaml.safe_dump(_table3_data(), sort_keys=False)
+    path = tmp_path / "p.yaml"
+    path.write_text(text.replace("n: 40\n", "n: 40\nn: 3\n", 1))
+    with pytest.raises(ConfigError, match=r"p.yaml: line \d+: key 'n' is given twice"):
+        load_parameters(path)
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    with pytest.raises(ConfigError, match=r"p.yaml: not a text \(UTF-8\) file"):
+        load_parameters(path)
+    with pytest.raises(ConfigError, match="is a directory"):
+        load_parameters(tmp_path)
+    with pytest.raises(ConfigError, match="--n 0: the episode length"):
+        from mopmc.design.params import episode_length
+
+        episode_length(0, "--n")
+
+
+def test_cli_bad_inputs_and_output_paths_give_one_line(tmp_path):
+    from support import assert_one_line_error, run_mopmc
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(yaml.safe_dump(SPEC))
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(_spec_with(lambda s: _auto(s).update(variables=[{"name": "k", "low": "a", "high": 2}]))))
+    (tmp_path / "folder.prism").mkdir()
+    (tmp_path / "afile").write_text("x")
+    params = tmp_path / "p.yaml"
+    params.write_text(yaml.safe_dump({**_table3_data(), "n": "forty"}))
+    cases = [
+        (["build", bad, "--out", tmp_path / "m.prism"], ["variables[0].low", "'a' is not an integer"]),
+        (["build", spec, "--out", tmp_path / "folder.prism"], ["--out", "folder.prism: is a directory"]),
+        (["build", spec, "--out", tmp_path / "none" / "m.prism"], ["--out", "the folder", "does not exist"]),
+        (["build", spec, "--out", tmp_path / "afile" / "m.prism"], ["--out", "afile is not a directory"]),
+        (["build", "paper-switch", "--n", "2", "--out", tmp_path / "m.prism", "--binding", tmp_path / "none" / "b.json"],
+         ["--binding", "does not exist"]),
+        (["build", spec, "--out", tmp_path / "m.prism", "--binding", tmp_path / "b.json"], ["--binding applies to switch specs only"]),
+        (["build", "paper-switch", "--out", tmp_path / "m.prism", "--n", "0"], ["--n 0: the episode length"]),
+        (["build", "paper-switch", "--out", tmp_path / "m.prism", "--n", "100000"], ["--n 100000: the episode length"]),
+        (["build", "paper-switch", "--out", tmp_path / "m.prism", "--params", params], ["p.yaml: n: 'forty' is not an integer"]),
+        (["build", spec, "--out", tmp_path / "m.prism", "--params", params], ["--params", "expected a mapping with 'probabilities'"]),
+        (["show", spec, "--out", tmp_path / "none" / "n.dot"], ["--out", "does not exist"]),
+        (["show", "paper-switch", "--out", tmp_path / "folder.prism"], ["--out", "is a directory"]),
+    ]
+    for args, fragments in cases:
+        assert_one_line_error(run_mopmc("design", *args), *fragments)
+    assert not (tmp_path / "m.prism").exists()
+
+
+def test_table3_refuses_a_model_that_is_not_a_switch_and_bad_outputs(tmp_path):
+    from support import assert_one_line_error, run_mopmc
+
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(yaml.safe_dump(SPEC))
+    model = tmp_path / "tiny.prism"
+    assert run_mopmc("design", "build", spec, "--out", model).code == 0
+    # was "internal error: ValueError: tuple.index(x): x not in tuple"
+    assert_one_line_error(run_mopmc("table3", model, "--no-storm", "--export-scheduler", ""),
+                          "tiny.prism: not a switch model", "'ctrl_cost'")
+    (tmp_path / "folder").mkdir()
+    assert_one_line_error(run_mopmc("table3", model, "--no-storm", "--export-scheduler", tmp_path / "none" / "s.json"),
+                          "--export-scheduler", "does not exist")
+    assert_one_line_error(run_mopmc("table3", model, "--no-storm", "--export-scheduler", tmp_path / "folder"),
+                          "--export-scheduler", "is a directory")
+    assert_one_line_error(run_mopmc("table3", model, "--no-storm", "--eps-rel", "nan"), "--eps-rel nan")

@@ -198,3 +198,48 @@ def test_ray_gives_the_same_runs(tmp_path):
     here = sens.run(p, QUERY, tmp_path / "here", levels=(0.1,))
     assert [(r["id"], r["point"], r["loss"]) for r in on_ray] == [(r["id"], r["point"], r["loss"]) for r in here]
     assert len(list((tmp_path / "ray" / "runs").glob("*.json"))) == 41
+
+
+def test_damaged_run_files_are_run_again_and_a_bad_folder_is_named(tmp_path, monkeypatch):
+    p = small(2)
+    first = sens.run(p, QUERY, tmp_path, levels=(0.1,))
+    runs = tmp_path / "runs"
+    base = json.loads((runs / "baseline.json").read_text())
+    damaged = {  # each was a KeyError/TypeError/UnicodeDecodeError ("internal error") in the summary, or a wrong row
+        "baseline.json": json.dumps({**base, "point": base["point"][:2]}),
+        first[1]["id"] + ".json": "{}",
+        first[2]["id"] + ".json": "null",
+        first[3]["id"] + ".json": "[1, 2]",
+        first[4]["id"] + ".json": json.dumps({**first[4], "id": first[5]["id"]}),
+        first[5]["id"] + ".json": '{"trunc',
+    }
+    for name, text in damaged.items():
+        (runs / name).write_text(text)
+    (runs / (first[6]["id"] + ".json")).write_bytes(b"\xff\xfe")
+    calls = []
+    real = sens.solve
+    monkeypatch.setattr(sens, "solve", lambda params, query: calls.append(1) or real(params, query))
+    again = sens.run(p, QUERY, tmp_path, levels=(0.1,))
+    assert len(calls) == len(damaged) + 1
+    assert [(r["id"], r["point"]) for r in again] == [(r["id"], r["point"]) for r in first]
+    # a run file that is a folder is named, not deleted
+    (runs / "baseline.json").unlink()
+    (runs / "baseline.json").mkdir()
+    from mopmc.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"baseline.json: is a directory"):
+        sens.run(p, QUERY, tmp_path, levels=(0.1,))
+
+
+def test_cli_bad_output_folders_and_options(tmp_path):
+    args = ("design", "sensitivity", "--n", "2", "--levels", "0.1", "--no-plot")
+    spec_list = tmp_path / "spec_list"
+    spec_list.mkdir()
+    (spec_list / "spec.json").write_text("[1]")
+    assert_one_line_error(run_mopmc(*args, "--out", spec_list), "spec.json: not a sensitivity run's spec")
+    (tmp_path / "afile").write_text("x")
+    assert_one_line_error(run_mopmc(*args, "--out", tmp_path / "afile"), "--out", "afile: cannot make the folder")
+    assert_one_line_error(run_mopmc(*args, "--out", tmp_path / "afile" / "sub"), "--out", "cannot make the folder")
+    assert_one_line_error(run_mopmc(*args, "--out", tmp_path / "x", "--eps-rel", "nan"), "--eps-rel nan")
+    assert_one_line_error(run_mopmc(*args, "--out", tmp_path / "x", "--n", "0"), "--n 0: the episode length")
+    assert not (tmp_path / "x").exists()  # a refused question leaves no folder that would refuse the next one

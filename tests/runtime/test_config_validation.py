@@ -92,3 +92,78 @@ def test_cli_simulate_rejects_bad_config_file_values(tmp_path, key, value) -> No
 def test_cli_experiments_reject_negative_vehicles(tmp_path, experiment) -> None:
     _fails_with_one_line(["experiment", experiment, "--out", str(tmp_path / "run"), "--vehicles", "-1"],
                          "--vehicles must be >= 0, got -1")
+
+
+# --- inputs audit: each case once gave a traceback, a hang or a silently wrong run -------------------
+@pytest.mark.parametrize("text, fragment", [
+    ("env:\n  1: 2\n", "env: unknown key(s) 1"),               # YAML number keys: a TypeError before
+    ("1: 2\nfoo: 3\n", "top level: unknown key(s) 1, foo"),
+    ("switch:\n  configurations:\n  - {name: C1, t: 0.1, controller: '1'}\n  - {name: C1, t: 0.2, controller: '2'}\n",
+     "switch.configurations[1].name: configuration 'C1' is named twice"),
+    ("switch:\n  configurations:\n  - {name: [1], t: 0.1, controller: '1'}\n", "switch.configurations[0].name"),
+    ("env: {duration: 0.5, policy_frequency: 1}\n", "no decision step"),
+])
+def test_cli_simulate_rejects_yaml_config_defects(tmp_path, text, fragment) -> None:
+    path = tmp_path / "rt.yaml"
+    path.write_text(text)
+    _fails_with_one_line(["simulate", "--config", str(path), "--episodes", "1", "--agent", "idm"], fragment)
+
+
+def test_cli_simulate_rejects_a_binary_config_file(tmp_path) -> None:
+    path = tmp_path / "rt.json"
+    path.write_bytes(bytes(range(128, 256)))
+    _fails_with_one_line(["simulate", "--config", str(path), "--episodes", "1"], "rt.json: not a text file")
+
+
+@pytest.mark.parametrize("args, fragment", [
+    (["--delay", "1e9"], "exceed the episode duration"),              # hung: a step lasts its delay
+    (["--delay", "exp:1e9"], "exceed the episode duration"),
+    (["--ttc-score", "nan"], "--ttc-score nan"),                       # was accepted silently
+    (["--hw-score", "inf"], "--hw-score inf"),
+    (["--switch", ""], "--switch: empty"),
+])
+def test_cli_simulate_rejects_bad_option_values(args, fragment) -> None:
+    _fails_with_one_line(["simulate", "--episodes", "1", "--agent", "idm", *args], fragment)
+
+
+@pytest.mark.parametrize("experiment, args, fragment", [
+    ("table4", ["--ttc-score", "nan"], "--ttc-score nan"),             # an internal error when writing the JSON
+    ("table4", ["--bootstrap", "-1"], "--bootstrap must be >= 0"),
+    ("table4", ["--delays", "inf"], "--delays"),                       # failed mid-sweep, under the progress bar
+    ("table4", ["--agent", "nosuch.zip"], "--agent: agent file 'nosuch.zip' does not exist"),
+    ("table4", ["--workers", "-2"], "--workers must be >= 0"),
+    ("table1", ["--workers", "-1"], "--workers must be >= 0"),
+    ("table1", ["--delays", "1e9"], "exceed the episode duration"),
+])
+def test_cli_experiments_reject_bad_options_before_running(tmp_path, experiment, args, fragment) -> None:
+    _fails_with_one_line(["experiment", experiment, "--out", str(tmp_path / "run"), "--agent", "idm", *args], fragment)
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("experiment", ["table1", "table4"])
+def test_cli_experiments_refuse_an_output_path_that_is_a_file(tmp_path, experiment) -> None:
+    out = tmp_path / "afile"
+    out.write_text("x")
+    _fails_with_one_line(["experiment", experiment, "--out", str(out), "--agent", "idm"], "is a file, not an output folder")
+
+
+def test_cli_estimate_rejects_bad_scores_logs_and_outputs(tmp_path) -> None:
+    log = tmp_path / "log.csv"
+    log.write_bytes(bytes(range(128, 256)))
+    _fails_with_one_line(["estimate", str(log), "--out", str(tmp_path / "p.yaml"), "--ttc-score", "5", "--hw-score", "2"],
+                         "log.csv: cannot read the step log (not a text file)")
+    fields = "episode,step,time,delay,hold,configuration,controller,cc,exit_condition,exit_allowed,exited,ttc,headway,lane_departure,cost"
+    log.write_text(fields + "\n0,0,1.0,0.1,0.1,C1,primary,,,,,nan,inf,False,1\n")
+    _fails_with_one_line(["estimate", str(log), "--out", str(tmp_path / "p.yaml"), "--ttc-score", "5", "--hw-score", "2"],
+                         "log.csv:2: bad step record (ttc is nan)")
+    _fails_with_one_line(["estimate", str(log), "--out", str(tmp_path / "p.yaml"), "--ttc-score", "nan", "--hw-score", "2"],
+                         "--ttc-score nan")
+    cfg = tmp_path / "rt.json"
+    cfg.write_text(json.dumps({"env": {"duration": 2, "vehicles": 2, "max_substep": 0.0667}}))
+    result = runner.invoke(app, ["simulate", "--episodes", "2", "--agent", "idm", "--config", str(cfg), "--switch", "C1",
+                                 "--log", str(log)])
+    assert result.exit_code == 0, result.output
+    (tmp_path / "out.yaml").mkdir()
+    _fails_with_one_line(["estimate", str(log), "--out", str(tmp_path / "out.yaml"), "--ttc-score", "5", "--hw-score", "2",
+                          "--config", str(cfg)], "--out")
+    assert not list(tmp_path.glob("*.tmp"))

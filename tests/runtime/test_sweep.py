@@ -143,3 +143,23 @@ def test_a_trained_agent_setting_runs_at_the_agent_policy_frequency(tmp_path: Pa
     assert trained.config.env.policy_frequency == 5.0
     assert trained.describe()["config"]["env"]["policy_frequency"] == 5.0
     assert Setting("idm", agent="idm", config=small_config()).config.env.policy_frequency == small_config().env.policy_frequency
+
+
+def test_resume_refuses_foreign_or_corrupt_episode_files_before_running(tmp_path: Path) -> None:
+    """A file copied from another setting or episode was summed silently; a corrupt one failed only after the run."""
+    first, second = _settings()
+    run_sweep(tmp_path, [first, second], 2, workers=0)
+    own = episode_path(tmp_path, "C2", 1).read_text()
+    episode_path(tmp_path, "C2", 1).write_text(episode_path(tmp_path, "none", 0).read_text())
+    with pytest.raises(ConfigError, match=r"holds setting 'none' episode 0 seed 3, expected setting 'C2' episode 1"):
+        run_sweep(tmp_path, [first, second], 2, workers=0)
+    doc = json.loads(own)
+    doc["records"][0][7] = "x"  # cc
+    episode_path(tmp_path, "C2", 1).write_text(json.dumps(doc))
+    with pytest.raises(ConfigError, match=r"records\[0\]\.cc: unexpected value 'x'; remove it"):
+        run_sweep(tmp_path, [first, second], 3, workers=0)
+    assert not episode_path(tmp_path, "C2", 2).exists()  # refused before running the missing episodes
+    episode_path(tmp_path, "C2", 1).write_text(own)
+    (tmp_path / "sweep.json").write_text(json.dumps({"format": "other", "settings": []}))
+    with pytest.raises(ConfigError, match="corrupt or foreign manifest"):
+        run_sweep(tmp_path, [first, second], 2, workers=0)

@@ -151,3 +151,27 @@ def test_shipped_agent_is_package_data_with_its_metadata_and_meets_the_bar():
     agent = sb.load_agent(sb.SHIPPED)
     assert agent.interface == AgentInterface.from_dict(meta["interface"], "meta")
     assert np.all(np.abs(agent.act(np.zeros((5, 5)))) <= 1.0)
+
+
+def test_a_corrupt_run_folder_is_one_error(tmp_path):
+    from mopmc.runtime.train import TrainConfig, _prepare_output
+
+    config = TrainConfig()
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    with pytest.raises(ConfigError, match="is a file, not an output folder"):
+        _prepare_output(config, afile)
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "train_config.json").write_text("{x")
+    with pytest.raises(ConfigError, match="train_config.json: unreadable .*; delete"):
+        _prepare_output(config, out)
+    (out / "train_config.json").unlink()
+    (out / "checkpoint.json").write_text("[1]")
+    with pytest.raises(ConfigError, match="checkpoint.json: expected a JSON dict"):
+        _prepare_output(config, out)
+    (out / "checkpoint.json").write_text('{"folder": 3}')
+    with pytest.raises(ConfigError, match="names no checkpoint folder"):
+        _prepare_output(config, out)
+    with pytest.raises(ConfigError, match=r"top level: unknown key\(s\) 1, foo"):
+        parse_train_config({1: 2, "foo": 3}, "t.yaml")

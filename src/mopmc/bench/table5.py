@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Callable, NamedTuple
 
 from mopmc.bench import report
-from mopmc.bench.cells import Cell
+from mopmc.bench.cells import BenchInputError, Cell
 from mopmc.bench.runs import QUERIES, measure
 
 MONOTONE = ("A", "B")
@@ -79,8 +79,10 @@ def run_table5(
             done += 1
             path = record_path(out, cell, query)
             tag = f"[{done}/{total}] {cell.key} {query}"
-            if path.exists() and not force:
-                rec = json.loads(path.read_text())
+            rec = read_record(path) if path.exists() and not force else None
+            if path.exists() and not force and rec is None:
+                progress(f"{tag}: the record {path} is damaged; measuring again")
+            if rec is not None:
                 progress(f"{tag}: recorded earlier ({_summary(rec)})")
             elif skip_after_timeout and (cell.family, query) in timed_out:
                 rec = {"cell": cell.key, "family": cell.family, "param": cell.param, "objectives": cell.objectives,
@@ -99,9 +101,32 @@ def run_table5(
     return write_outputs(out)
 
 
+def read_record(path: Path) -> dict | None:
+    """A (cell, query) record, or ``None`` where the file is not one (damaged, foreign)."""
+    try:
+        rec = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("status"), str) or rec.get("query") not in QUERIES:
+        return None
+    cell = rec.get("cell")
+    if not isinstance(cell, str) or "-" not in cell or rec.get("family") != cell.split("-", 1)[0] or "param" not in rec:
+        return None
+    if rec["status"] == "ok" and not isinstance(rec.get("e2e"), (int, float)):
+        return None
+    return rec
+
+
 def load_records(out: Path) -> list[dict]:
+    """Every record under ``out/cells``; a damaged or foreign file there is an error naming it."""
     folder = out / "cells"
-    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))] if folder.is_dir() else []
+    records = []
+    for p in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        rec = read_record(p)
+        if rec is None:
+            raise BenchInputError(f"{p}: not a Table 5 record (damaged or foreign); delete it and run mopmc bench again")
+        records.append(rec)
+    return records
 
 
 def _order(records: list[dict]) -> list[str]:
@@ -117,9 +142,14 @@ def _order(records: list[dict]) -> list[str]:
 def write_outputs(out: Path) -> Table5:
     """(Re)build ``table5.csv``, ``table5.md`` and the plots from every record under ``out``."""
     records = load_records(out)
+    if not records:
+        raise BenchInputError(f"{out}: no records under {out / 'cells'}; run mopmc bench (without --report-only) first")
     table = report.rows(records, _order(records))
     csv_path, md_path = out / "table5.csv", out / "table5.md"
-    report.write_csv(table, csv_path)
-    report.write_markdown(table, md_path, NOTE.format(load=", ".join(f"{x:.1f}" for x in os.getloadavg())))
-    plots = report.write_plots(table, out)
+    try:
+        report.write_csv(table, csv_path)
+        report.write_markdown(table, md_path, NOTE.format(load=", ".join(f"{x:.1f}" for x in os.getloadavg())))
+        plots = report.write_plots(table, out)
+    except OSError as e:
+        raise BenchInputError(f"{e.filename2 or e.filename or out}: cannot write ({e.strerror})") from None
     return Table5(table, csv_path, md_path, plots)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Optional
 
@@ -24,15 +25,21 @@ def bench_command(models, families, sizes, quick, queries, repeat, timeout, out,
         raise BenchInputError(f"--queries {queries!r}: unknown query {bad[0] if bad else '(none)'!r}; use {', '.join(QUERIES)}")
     if repeat < 1:
         raise BenchInputError(f"--repeat {repeat}: must be at least 1")
-    if timeout <= 0:
-        raise BenchInputError(f"--timeout {timeout:g}: must be positive (seconds)")
+    if not (math.isfinite(timeout) and timeout > 0):
+        raise BenchInputError(f"--timeout {timeout:g}: must be a positive number of seconds")
     out = Path(out)
+    if out.exists() and not out.is_dir():
+        raise BenchInputError(f"--out {out}: is a file, not a folder")
     if report_only:
         result = write_outputs(out)
     else:
         cells = select(all_cells(Path(models) if models else default_models_dir()), families, sizes, quick)
         if not cells:
             raise BenchInputError("no benchmark cell matches --families/--sizes/--quick")
+        try:  # before the first measurement, not after it
+            (out / "cells").mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise BenchInputError(f"--out {out}: cannot make the folder ({e.strerror})") from None
         result = run_table5(cells, out, queries=chosen, repeat=repeat, timeout=timeout, force=force,
                             skip_after_timeout=skip, nice=nice)
     print_table(result.rows)

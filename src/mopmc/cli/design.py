@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from pathlib import Path
@@ -33,6 +34,7 @@ def build(
         from mopmc.design.build import build_design
 
         t0 = time.perf_counter()
+        _check_n(n)
         result = build_design(spec, out, params=params, n=n, binding_path=binding_out)
         summary = {"spec": spec, "out": str(out), **result.summary(), "seconds": round(time.perf_counter() - t0, 3)}
         if json_out:
@@ -55,9 +57,11 @@ def show(
     """Draw the composed automata (or one component) with Graphviz."""
 
     def body():
+        from mopmc.design.build import check_output
         from mopmc.design.dot import automaton_dot, network_dot, render
         from mopmc.design.spec import load_design
 
+        check_output(out, "--out")
         design = load_design(spec, params)
         net = design.network
         text = automaton_dot(net.component(component)) if component else network_dot(net)
@@ -67,6 +71,12 @@ def show(
     run_cli(body)
 
 
+def _check_n(n: Optional[int]) -> None:
+    """``--n`` in range, named in the message (before anything is built)."""
+    if n is not None:
+        from mopmc.design.params import episode_length
+
+        episode_length(n, "--n")
 
 
 @app.command()
@@ -105,6 +115,9 @@ def sensitivity(
             check_device_name(device)
         if loss not in ("mse", "var"):
             raise ConfigError(f"--loss {loss!r}: use mse or var")
+        if not (math.isfinite(eps_rel) and eps_rel >= 0):
+            raise ConfigError(f"--eps-rel {eps_rel}: give a finite tolerance >= 0")
+        _check_n(n)
         try:
             lv = tuple(float(x) for x in levels.split(",") if x.strip())
         except ValueError:

@@ -22,6 +22,22 @@ def _fmt(x: float | None) -> str:
     return "n/a" if x is None else f"{x:.4f}"
 
 
+def _seconds(option: str, values: list[float]) -> None:
+    """Scores given on the command line: finite seconds >= 0, as in the config file's metrics."""
+    from mopmc.errors import ConfigError
+
+    for v in values:
+        if not 0 <= v < float("inf"):
+            raise ConfigError(f"{option} {v}: expected a finite number of seconds >= 0")
+
+
+def _workers(workers: Optional[int]) -> None:
+    from mopmc.errors import ConfigError
+
+    if workers is not None and workers < 0:
+        raise ConfigError(f"--workers must be >= 0 (0 = in this process), got {workers}")
+
+
 def _render(doc: dict) -> str:
     lines = [f"episodes {doc['episodes']}  steps {doc['steps']}  terminated {doc['terminated_episodes']}"]
     for key, label, unit in (
@@ -72,6 +88,8 @@ def _simulate(
     from mopmc.runtime.config import RuntimeConfig, load_config
     from mopmc.runtime.simulate import result_to_dict, simulate as run, write_log
 
+    _seconds("--ttc-score", ttc_score)
+    _seconds("--hw-score", hw_score)
     cfg = load_config(config) if config is not None else RuntimeConfig()
     if ttc_score or hw_score:
         cfg = dataclasses.replace(
@@ -124,6 +142,8 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
     from mopmc.runtime.config import RuntimeConfig, load_config
     from mopmc.runtime.estimate import Score, estimate_parameters, load_logs, reference_scores, write_parameters
 
+    _seconds("--ttc-score", [] if ttc_score is None else [ttc_score])
+    _seconds("--hw-score", [] if hw_score is None else [hw_score])
     cfg = load_config(config) if config is not None else RuntimeConfig()
     if reference is None and (ttc_score is None or hw_score is None):
         raise ConfigError("give --reference RUN (its P10 TTC and P50 HW are the scores) or both --ttc-score and --hw-score")
@@ -190,6 +210,7 @@ def table4(
     def body() -> None:
         from mopmc.runtime.experiments.table4 import Table4Spec, run_table4
 
+        _workers(workers)
         spec = Table4Spec.from_options(
             episodes=episodes, delays=delays, methods=methods, schedulers=[str(s) for s in scheduler], agent=agent,
             vehicles=vehicles, seed=seed, config=config, ttc_score=ttc_score, hw_score=hw_score, bootstrap=bootstrap,
@@ -223,6 +244,7 @@ def table1(
     def body() -> None:
         from mopmc.runtime.experiments.table1 import Table1Spec, run_table1
 
+        _workers(workers)
         spec = Table1Spec.from_options(delays=delays, episodes=episodes, agent=agent, vehicles=vehicles, seed=seed,
                                        config=config, bootstrap=bootstrap, simulator="fast" if fast else "stock")
         result = run_table1(out, spec, workers=workers, ray_address=ray, progress=True, plot=plot)

@@ -46,7 +46,21 @@ def _model(spec: str | None):
         return convert_design(design).model, runtime_binding(design), "paper-switch"
     from mopmc.io.load import load
 
-    return load(spec, valuations=True).model, None, spec
+    model = load(spec, valuations=True).model
+    _check_switch_model(model, spec)
+    return model, None, spec
+
+
+def _check_switch_model(model, name: str) -> None:
+    """Table 3 needs the switch's reward models and its configuration variable (the strategies check the actions)."""
+    from mopmc.errors import UnknownNameError
+
+    missing = [r for r in REWARDS if r not in model.rewards]
+    if missing:
+        raise UnknownNameError(f"{name}: not a switch model: no reward model {', '.join(map(repr, missing))} "
+                               f"(table3 needs {', '.join(REWARDS)}; build one with mopmc design build paper-switch)")
+    if model.valuations is None or "conf" not in model.valuations.names:
+        raise UnknownNameError(f"{name}: not a switch model: no configuration variable 'conf' in its states")
 
 
 def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: float, progress=None) -> dict:
@@ -180,8 +194,17 @@ def table3_cmd(
     """The paper's Table 3: direct evaluations, minima, achievability and convex queries, with Storm beside."""
 
     def body():
+        import math
+
         from rich.console import Console
 
+        from mopmc.design.build import check_output
+        from mopmc.errors import ConfigError
+
+        if not (math.isfinite(eps_rel) and eps_rel >= 0):
+            raise ConfigError(f"--eps-rel {eps_rel}: give a finite tolerance >= 0")
+        if export_scheduler:
+            check_output(export_scheduler, "--export-scheduler")
         console = Console(stderr=True)
         with console.status("table 3") as status:
             out = table3(model, export_scheduler or None, storm, eps_rel,

@@ -151,7 +151,10 @@ class TimedAutomaton:
         for loc, inv in self.invariants.items():
             if loc not in self.locations:
                 raise ConfigError(f"{where}: invariant for unknown location {loc!r}")
-            Guard.parse(inv, where=f"{where}: invariant of {loc}")
+            g = Guard.parse(inv, where=f"{where}: invariant of {loc}")
+            for c, _ in g.clocks:
+                if c not in self.clocks:
+                    raise ConfigError(f"{where}: invariant of {loc} uses unknown clock {c!r} (clocks: {', '.join(self.clocks) or 'none'})")
 
     @property
     def alphabet(self) -> tuple[str, ...]:

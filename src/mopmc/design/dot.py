@@ -81,7 +81,10 @@ def render(dot_text: str, path: str | Path) -> Path:
     path = Path(path)
     fmt = path.suffix.lower().lstrip(".")
     if fmt in ("dot", "gv"):
-        path.write_text(dot_text)
+        try:
+            path.write_text(dot_text)
+        except OSError as e:
+            raise MopmcError(f"{path}: cannot write ({e.strerror})") from None
         return path
     if fmt not in ("png", "svg", "pdf"):
         raise MopmcError(f"{path}: unknown picture format {path.suffix!r}; use .dot, .png, .svg or .pdf")

@@ -80,7 +80,10 @@ class Guard:
             m = _CLOCK.match(str(c))
             if not m:
                 raise ConfigError(f"{where}: clock constraint {c!r} is not of the form 'z < 0.2' (operators < <= > >= =)")
-            clock, op, num = m.group(1), m.group(2), float(m.group(3))
+            try:
+                clock, op, num = m.group(1), m.group(2), float(m.group(3))
+            except ValueError:
+                raise ConfigError(f"{where}: clock constraint {c!r}: {m.group(3)!r} is not a number") from None
             iv = {
                 "<": Interval(hi=num, hi_closed=False),
                 "<=": Interval(hi=num, hi_closed=True),

@@ -12,6 +12,7 @@ into frozen dataclasses in one place; unknown keys are rejected by name. The bui
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -19,7 +20,13 @@ from typing import Any, Mapping
 
 from mopmc.errors import ConfigError
 
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
 BUILTIN = {"table3": "table3.yaml"}
+FORMAT = "mopmc-switch-parameters/1"
+#: the largest episode length: SW2 has about 2,400 n states (n = 2000: 4.8 million states, 3 GB, 15 s);
+#: beyond this the build would run for many minutes and exhaust memory
+MAX_N = 10_000
 
 
 @dataclass(frozen=True)
@@ -82,9 +89,7 @@ class SwitchParameters:
         """The same parameters with episode length ``n``."""
         from dataclasses import replace
 
-        if n < 1:
-            raise ConfigError(f"n must be >= 1, not {n}")
-        return replace(self, n=int(n))
+        return replace(self, n=episode_length(n, "n"))
 
 
 _TOP = {"n", "k", "configurations", "metrics", "delay", "costs", "provenance", "format"}
@@ -102,11 +107,43 @@ def _keys(data: Any, allowed: set[str], where: str) -> Mapping:
     return data
 
 
+def _number(x: Any, where: str) -> float:
+    """A finite number (not a Boolean, not a string)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ConfigError(f"{where}: {x!r} is not a number")
+    if not math.isfinite(x):
+        raise ConfigError(f"{where}: {x!r} is not a finite number")
+    return float(x)
+
+
+def _integer(x: Any, where: str) -> int:
+    """An integer (``3`` or ``3.0``; not ``2.5``, a Boolean or a string)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not x.is_integer()):
+        raise ConfigError(f"{where}: {x!r} is not an integer")
+    return int(x)
+
+
+def episode_length(n: Any, where: str) -> int:
+    """``n`` checked as an episode length (1 .. MAX_N); ``where`` names it in the message (``--n``)."""
+    n = _integer(n, where)
+    if not 1 <= n <= MAX_N:
+        raise ConfigError(f"{where}{' ' if where.startswith('--') else ' = '}{n}: the episode length must be between 1 and {MAX_N} "
+                          f"(the switch has about 2,400 n states)")
+    return n
+
+
+def _mapping(x: Any, where: str) -> Mapping:
+    if x is None:
+        return {}
+    if not isinstance(x, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(x).__name__}")
+    return x
+
+
 def _prob(x: Any, where: str) -> float:
-    try:
-        p = float(x)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {x!r} is not a number") from None
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        raise ConfigError(f"{where}: {x!r} is not a number")
+    p = float(x)
     if not (0.0 <= p <= 1.0) or math.isnan(p):
         raise ConfigError(f"{where}: probability {p} is outside [0, 1]")
     return p
@@ -121,25 +158,48 @@ def _need(data: Mapping, key: str, where: str) -> Any:
 def parse_parameters(data: Any, source: str = "<memory>") -> SwitchParameters:
     """Parameters from parsed YAML data; see ``docs/parameter-file.md``."""
     top = _keys(data, _TOP, source)
-    n, k = int(_need(top, "n", source)), int(_need(top, "k", source))
-    if n < 1 or k < 0:
-        raise ConfigError(f"{source}: need n >= 1 and k >= 0, got n={n}, k={k}")
+    if "format" in top and top["format"] != FORMAT:
+        raise ConfigError(f"{source}: format {top['format']!r} is not {FORMAT!r}")
+    n = episode_length(_need(top, "n", source), f"{source}: n")
+    k = _integer(_need(top, "k", source), f"{source}: k")
+    if not 0 <= k <= MAX_N:
+        raise ConfigError(f"{source}: k = {k}: the consecutive secondary calls must be between 0 and {MAX_N}")
     metrics = []
-    for name, m in (_need(top, "metrics", source) or {}).items():
-        m = _keys(m or {}, _METRIC, f"{source}: metrics.{name}")
-        metrics.append(Metric(str(name), str(m.get("reward", f"{name}_cost")), str(m.get("meaning", "")), m.get("statistic"),
-                              None if m.get("score") is None else float(m["score"]), m.get("unit"), dict(m.get("provenance") or {})))
+    for name, m in _mapping(_need(top, "metrics", source), f"{source}: metrics").items():
+        where = f"{source}: metrics.{name}"
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise ConfigError(f"{where}: metric names must be identifiers (letters, digits, _), e.g. hw")
+        m = _keys(m or {}, _METRIC, where)
+        metrics.append(Metric(name, str(m.get("reward", f"{name}_cost")), str(m.get("meaning", "")), m.get("statistic"),
+                              None if m.get("score") is None else _number(m["score"], f"{where}.score"), m.get("unit"),
+                              dict(_mapping(m.get("provenance"), f"{where}.provenance"))))
+    rewards = [m.reward for m in metrics]
+    for m in metrics:
+        if not _NAME.match(m.reward):
+            raise ConfigError(f"{source}: metrics.{m.name}.reward: {m.reward!r} is not a name (letters, digits, _)")
+    for r in rewards:
+        if r == "ctrl_cost" or rewards.count(r) > 1:
+            raise ConfigError(f"{source}: metrics: reward model {r!r} is used twice (ctrl_cost is the controllers'); "
+                              "give each metric its own 'reward'")
     names = [m.name for m in metrics]
     delay = None
     if top.get("delay") is not None:
         d = _keys(top["delay"], _DELAY, f"{source}: delay")
-        delay = Delay(str(d.get("distribution", "exponential")), float(d.get("scale", 0.2)), None if d.get("truncate") is None else float(d["truncate"]))
+        delay = Delay(str(d.get("distribution", "exponential")), _number(d.get("scale", 0.2), f"{source}: delay.scale"),
+                      None if d.get("truncate") is None else _number(d["truncate"], f"{source}: delay.truncate"))
     confs = []
-    for i, c in enumerate(_need(top, "configurations", source) or []):
+    conf_list = _need(top, "configurations", source) or []
+    if not isinstance(conf_list, list):
+        raise ConfigError(f"{source}: configurations: expected a list, got {type(conf_list).__name__}")
+    for i, c in enumerate(conf_list):
         where = f"{source}: configurations[{i}]"
         c = _keys(c, _CONF, where)
-        t, ctrl = float(_need(c, "t", where)), int(_need(c, "controller", where))
-        name = str(c.get("name", f"t{t:g}-ctrl{ctrl}"))
+        t, ctrl = _number(_need(c, "t", where), f"{where}.t"), _integer(_need(c, "controller", where), f"{where}.controller")
+        if t <= 0:
+            raise ConfigError(f"{where}.t: the deadline must be > 0 seconds, not {t:g}")
+        name = c.get("name", f"t{t:g}-ctrl{ctrl}")
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}.name: {name!r} is not a name")
         enter = None if c.get("enter") is None else _prob(c["enter"], f"{where}.enter")
         if enter is None and delay is None:
             raise ConfigError(f"{where}: no 'enter' probability and no 'delay' distribution to compute it from")
@@ -160,25 +220,63 @@ def parse_parameters(data: Any, source: str = "<memory>") -> SwitchParameters:
     if len({c.name for c in confs}) != len(confs):
         raise ConfigError(f"{source}: configuration names must be unique")
     costs = dict(_keys(top.get("costs") or {"primary": 1.0, "secondary": 2.0}, {"primary", "secondary"}, f"{source}: costs"))
-    costs = {"primary": float(costs.get("primary", 1.0)), "secondary": float(costs.get("secondary", 2.0))}
-    return SwitchParameters(n, k, tuple(confs), tuple(metrics), delay, costs, dict(top.get("provenance") or {}), source)
+    costs = {who: _number(costs.get(who, default), f"{source}: costs.{who}") for who, default in (("primary", 1.0), ("secondary", 2.0))}
+    for who, v in costs.items():
+        if v < 0:
+            raise ConfigError(f"{source}: costs.{who}: {v:g} is negative; costs are >= 0")
+    return SwitchParameters(n, k, tuple(confs), tuple(metrics), delay, costs, dict(_mapping(top.get("provenance"), f"{source}: provenance")), source)
 
 
 def load_parameters(path_or_name: str | Path) -> SwitchParameters:
     """Load a parameter file, or a built-in set by name (``table3``)."""
-    import yaml
-
     key = str(path_or_name)
     if key in BUILTIN:
         text = resources.files("mopmc.design").joinpath("data", BUILTIN[key]).read_text()
         source = f"built-in {key}"
     else:
         p = Path(key)
+        if p.is_dir():
+            raise ConfigError(f"parameter file {key} is a directory")
         if not p.is_file():
             raise ConfigError(f"parameter file {key} not found (built-in sets: {', '.join(BUILTIN)})")
-        text, source = p.read_text(), str(p)
+        text, source = read_text(p), str(p)
+    return parse_parameters(load_yaml(text, source), source)
+
+
+def read_text(path: Path) -> str:
+    """The text of ``path``; an unreadable or non-UTF-8 file is a :class:`ConfigError` naming it."""
     try:
-        data = yaml.safe_load(text)
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text (UTF-8) file") from None
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
+
+
+def load_yaml(text: str, source: str) -> Any:
+    """Parse YAML (JSON too); a syntax error or a key given twice in one mapping is a :class:`ConfigError`."""
+    import yaml
+
+    class _Unique(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            k = loader.construct_object(key_node, deep=deep)
+            try:
+                dup = k in seen
+                seen.add(k)
+            except TypeError:  # an unhashable key: the mapping constructor reports it
+                continue
+            if dup:
+                raise ConfigError(f"{source}: line {key_node.start_mark.line + 1}: key {k!r} is given twice")
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    _Unique.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    try:
+        return yaml.load(text, Loader=_Unique)
     except yaml.YAMLError as e:
         raise ConfigError(f"{source}: not valid YAML: {' '.join(str(e).split())}") from None
-    return parse_parameters(data, source)

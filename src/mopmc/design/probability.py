@@ -101,7 +101,7 @@ class TableRow:
     when: Expr = TRUE
 
     def __post_init__(self) -> None:
-        if not 0.0 <= float(self.probability) <= 1.0:
+        if not 0.0 <= float(self.probability) <= 1.0:  # NaN too
             raise ConfigError(f"probability {self.probability} of {self.guard.text()} (when {self.when}) is outside [0, 1]")
 
 
@@ -123,10 +123,18 @@ class ProbabilityTable:
         """Rows as dicts ``{guard: "z >= 0.2" | "exit_ok", when: "conf = 1", p: 0.39}``."""
         out = []
         for i, r in enumerate(rows):
+            if not isinstance(r, Mapping):
+                raise ConfigError(f"probability table row {i}: expected a mapping {{guard, when, p}}, got {type(r).__name__}")
             unknown = set(r) - {"guard", "when", "p"}
             if unknown:
-                raise ConfigError(f"probability table row {i}: unknown key(s) {', '.join(sorted(unknown))} (use guard, when, p)")
-            out.append(TableRow(parse_guard(str(r["guard"]), f"probability table row {i}"), float(r["p"]), parse(r.get("when", True), f"row {i}")))
+                raise ConfigError(f"probability table row {i}: unknown key(s) {', '.join(sorted(map(str, unknown)))} (use guard, when, p)")
+            for key in ("guard", "p"):
+                if key not in r:
+                    raise ConfigError(f"probability table row {i}: missing key {key!r}")
+            p = r["p"]
+            if isinstance(p, bool) or not isinstance(p, (int, float)):
+                raise ConfigError(f"probability table row {i}: p {p!r} is not a number")
+            out.append(TableRow(parse_guard(str(r["guard"]), f"probability table row {i}"), float(p), parse(r.get("when", True), f"row {i}")))
         return cls(tuple(out))
 
     def reads(self, guard: Guard) -> tuple[Expr, ...]:

@@ -196,15 +196,37 @@ def _check_spec(out: Path, spec: dict) -> None:
     if path.exists():
         try:
             old = json.loads(path.read_text())
-        except json.JSONDecodeError:
-            raise ConfigError(f"{path}: not valid JSON; remove the folder or choose another --out") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            old = None
+        if not isinstance(old, dict):
+            raise ConfigError(f"{path}: not a sensitivity run's spec (JSON object); remove the folder or choose another --out")
         differ = sorted(k for k in set(old) | set(spec) if k != "parameters" and old.get(k) != spec.get(k))
         if differ:
             raise ConfigError(f"{out}: holds a sensitivity run with other {', '.join(differ)}; choose another --out")
     else:
-        from mopmc.runtime.sweep import write_atomic
+        _write(path, json.dumps(spec, indent=1) + "\n")
 
-        write_atomic(path, json.dumps(spec, indent=1) + "\n")
+
+_RUN_KEYS = ("id", "knob", "sign", "level", "status", "loss", "lower_bound", "point", "iterations", "seconds")
+
+
+def _read_run(path: Path, task_id: str, n_objectives: int) -> dict | None:
+    """A finished run's result, or ``None`` where the file is not one (damaged, foreign, another task's)."""
+    try:
+        row = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(row, dict) or any(k not in row for k in _RUN_KEYS) or row["id"] != task_id:
+        return None
+    point = row["point"]
+    if point is not None and not (isinstance(point, list) and len(point) == n_objectives
+                                  and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in point)):
+        return None
+    if not all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in (row["loss"], row["lower_bound"])):
+        return None
+    if not isinstance(row["level"], (int, float)) or not isinstance(row["seconds"], (int, float)):
+        return None
+    return row
 
 
 def run(params: SwitchParameters, query: Query, out: str | Path, *, levels: Sequence[float] = LEVELS, workers: int = 1,
@@ -214,26 +236,35 @@ def run(params: SwitchParameters, query: Query, out: str | Path, *, levels: Sequ
     ``workers`` > 1 runs the tasks in that many processes; ``ray_address`` on Ray instead (``local``
     starts a local instance with ``workers`` CPUs, else ``ray.init(address)``, as the runtime's
     sweeps). ``progress(done, total)`` after each."""
-    from mopmc.runtime.sweep import run_local, write_atomic
+    from mopmc.runtime.sweep import run_local
 
     if not levels or any(not (0.0 < d < 1.0) for d in levels):
         raise ConfigError(f"--levels {','.join(map(str, levels)) or '(none)'}: give levels in (0, 1), e.g. 0.015,0.03")
     if workers < 1:
         raise ConfigError(f"--workers {workers}: must be >= 1")
+    if not (math.isfinite(query.eps_rel) and query.eps_rel >= 0):
+        raise ConfigError(f"--eps-rel {query.eps_rel}: give a finite tolerance >= 0")
     levels = sorted({float(d) for d in levels})
-    objectives_of(params, query)  # a bad property fails here, before anything is written
+    objectives = objectives_of(params, query)  # a bad property fails here, before anything is written
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "runs").mkdir(exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot make the folder ({e.strerror}; is a part of it a file?)") from None
     _check_spec(out, _spec(params, query, levels))
     todo = tasks(params, levels)
     results: dict[str, dict] = {}
     for t in todo:
         f = _run_file(out, t.id)
+        if f.is_dir():
+            raise ConfigError(f"{f}: is a directory, not a run's result; remove it")
         if f.exists():
-            try:
-                results[t.id] = json.loads(f.read_text())
-            except json.JSONDecodeError:  # (written atomically: only a foreign file can be broken)
+            row = _read_run(f, t.id, len(objectives))
+            if row is None:  # (written atomically: only a foreign or damaged file is broken) run it again
                 f.unlink()
+            else:
+                results[t.id] = row
     missing = [t for t in todo if t.id not in results]
     done = len(results)
     if progress:
@@ -241,7 +272,7 @@ def run(params: SwitchParameters, query: Query, out: str | Path, *, levels: Sequ
 
     def finish(row: dict) -> None:
         nonlocal done
-        write_atomic(_run_file(out, row["id"]), json.dumps(row) + "\n")
+        _write(_run_file(out, row["id"]), json.dumps(row) + "\n")
         results[row["id"]] = row
         done += 1
         if progress:
@@ -286,8 +317,6 @@ def write_summary(out: str | Path, summary: dict, results: list[dict], objective
     import csv
     import io
 
-    from mopmc.runtime.sweep import write_atomic
-
     out = Path(out)
     buf = io.StringIO()
     w = csv.writer(buf)
@@ -295,15 +324,25 @@ def write_summary(out: str | Path, summary: dict, results: list[dict], objective
     for r in results:
         w.writerow([r["id"], r["knob"] or "", r["sign"], r["level"], r.get("value", ""), r.get("perturbed", ""), r["status"],
                     r["loss"], r["lower_bound"], *(r["point"] or [""] * len(objectives)), r["iterations"], f"{r['seconds']:.3f}"])
-    write_atomic(out / "results.csv", buf.getvalue())
+    _write(out / "results.csv", buf.getvalue())
     buf = io.StringIO()
     keys = ["level", "objective", "baseline", "n", "failed", "min", "q1", "median", "q3", "max", "max_abs_change", "max_rel_change"]
     w = csv.DictWriter(buf, keys)
     w.writeheader()
     w.writerows(summary["rows"])
-    write_atomic(out / "summary.csv", buf.getvalue())
-    write_atomic(out / "summary.md", markdown(summary))
+    _write(out / "summary.csv", buf.getvalue())
+    _write(out / "summary.md", markdown(summary))
     return {"results": out / "results.csv", "summary": out / "summary.csv", "markdown": out / "summary.md"}
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomically; an OS error (a folder in the way, permissions) is a :class:`ConfigError` naming the file."""
+    from mopmc.runtime.sweep import write_atomic
+
+    try:
+        write_atomic(path, text)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write ({e.strerror})") from None
 
 
 def markdown(summary: dict) -> str:
@@ -349,6 +388,10 @@ def plot(summary: dict, results: list[dict], path: str | Path, labels: dict[str,
     axes[0][0].legend(fontsize=7)
     fig.tight_layout()
     path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=120)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write ({e.strerror})") from None
+    finally:
+        plt.close(fig)
     return path

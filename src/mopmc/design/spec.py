@@ -11,16 +11,19 @@ mapping rejects unknown keys by name.
 
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from mopmc.design.automaton import Edge, Network, RewardItem, TimedAutomaton, Variable
-from mopmc.design.params import SwitchParameters, load_parameters, parse_parameters
+from mopmc.design.params import SwitchParameters, load_parameters, load_yaml, parse_parameters, read_text
 from mopmc.design.probability import DelayDistribution, ProbabilityModel, ProbabilityTable
 from mopmc.errors import ConfigError
 
 BUILTIN = ("paper-switch",)
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,54 @@ def _list(data: Any, where: str) -> list:
     return data
 
 
+def _mapping(data: Any, where: str) -> Mapping:
+    if data is None:
+        return {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
+    return data
+
+
+def _name(x: Any, where: str) -> str:
+    """An identifier (it becomes a PRISM name: variables, clocks, components, actions)."""
+    if not isinstance(x, str) or not _NAME.match(x):
+        raise ConfigError(f"{where}: {x!r} is not a name (letters, digits and _, not starting with a digit)")
+    return x
+
+
+def _names(data: Any, where: str) -> tuple[str, ...]:
+    return tuple(_name(x, f"{where}[{i}]") for i, x in enumerate(_list(data, where)))
+
+
+def _strings(data: Any, where: str) -> tuple[str, ...]:
+    """A list of texts (guards, constraints); a number is read as its text."""
+    out = []
+    for i, x in enumerate(_list(data, where)):
+        if not isinstance(x, (str, int, float)) or isinstance(x, bool):
+            raise ConfigError(f"{where}[{i}]: expected a text, got {type(x).__name__}")
+        out.append(str(x))
+    return tuple(out)
+
+
+def _integer(x: Any, where: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not x.is_integer()):
+        raise ConfigError(f"{where}: {x!r} is not an integer")
+    return int(x)
+
+
+def _number(x: Any, where: str) -> float:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        raise ConfigError(f"{where}: {x!r} is not a finite number")
+    return float(x)
+
+
+def _expression(x: Any, where: str) -> Any:
+    """A guard, condition or update: a text, a number or a Boolean (YAML's true/false)."""
+    if not isinstance(x, (str, int, float, bool)):
+        raise ConfigError(f"{where}: expected an expression, got {type(x).__name__}")
+    return x
+
+
 def switch_design(params: SwitchParameters) -> Design:
     """The paper's SW2 with ``params``."""
     from mopmc.design.switch import binding, sw2, switch_probabilities
@@ -62,30 +113,48 @@ def switch_design(params: SwitchParameters) -> Design:
 
 def _variable(v: Any, where: str) -> Variable:
     v = _keys(v, {"name", "type", "low", "high", "init"}, where, ("name",))
+    name = _name(v["name"], f"{where}.name")
     kind = str(v.get("type", "int"))
-    if kind == "int" and ("low" not in v or "high" not in v):
-        raise ConfigError(f"{where}: variable {v['name']!r} is unbounded; give 'low' and 'high'")
-    init = v.get("init", v.get("low", 0))
-    return Variable(str(v["name"]), int(v.get("low", 0)), int(v.get("high", 1)), int(bool(init)) if kind == "bool" else int(init), kind)
+    if kind == "int" and (v.get("low") is None or v.get("high") is None):
+        raise ConfigError(f"{where}: variable {name!r} is unbounded; give 'low' and 'high'")
+    if kind == "bool":
+        init = v.get("init", False)
+        if isinstance(init, bool) or init in (0, 1):
+            return Variable(name, 0, 1, int(init), kind)
+        raise ConfigError(f"{where}.init: {init!r} is not a Boolean (true, false, 0 or 1)")
+    low, high = _integer(v.get("low", 0), f"{where}.low"), _integer(v.get("high", 1), f"{where}.high")
+    if low > high:
+        raise ConfigError(f"{where}: variable {name!r} has low {low} > high {high}")
+    return Variable(name, low, high, _integer(v.get("init", low), f"{where}.init"), kind)
 
 
 def _edge(e: Any, where: str, actions: set[str] | None) -> Edge:
     e = _keys(e, {"from", "to", "action", "when", "clocks", "events", "resets", "updates"}, where, ("from", "to"))
     action = e.get("action")
+    if action is not None:
+        action = _name(action, f"{where}.action")
     if action is not None and actions is not None and action not in actions and action != "tau":
         raise ConfigError(f"{where}: unknown action {action!r} (declared actions: {', '.join(sorted(actions))})")
-    return Edge(str(e["from"]), str(e["to"]), action, e.get("when", True), tuple(_list(e.get("clocks"), f"{where}.clocks")),
-                tuple(_list(e.get("events"), f"{where}.events")), tuple(_list(e.get("resets"), f"{where}.resets")),
-                {str(k): v for k, v in (e.get("updates") or {}).items()})
+    return Edge(str(e["from"]), str(e["to"]), action, _expression(e.get("when", True), f"{where}.when"),
+                _strings(e.get("clocks"), f"{where}.clocks"), _strings(e.get("events"), f"{where}.events"),
+                _names(e.get("resets"), f"{where}.resets"),
+                {str(k): _expression(v, f"{where}.updates.{k}") for k, v in _mapping(e.get("updates"), f"{where}.updates").items()})
 
 
 def _automaton(a: Any, where: str, actions: set[str] | None) -> TimedAutomaton:
     a = _keys(a, {"name", "locations", "initial", "clocks", "variables", "edges", "invariants", "location_variable"}, where, ("name", "locations"))
+    name = _name(a["name"], f"{where}.name")
     locs = tuple(str(x) for x in _list(a["locations"], f"{where}.locations"))
+    clocks = _names(a.get("clocks"), f"{where}.clocks")
+    if len(set(clocks)) != len(clocks):
+        raise ConfigError(f"{where}.clocks: a clock is declared twice in {list(clocks)}")
     variables = tuple(_variable(v, f"{where}.variables[{i}]") for i, v in enumerate(_list(a.get("variables"), f"{where}.variables")))
     edges = tuple(_edge(e, f"{where}.edges[{i}]", actions) for i, e in enumerate(_list(a.get("edges"), f"{where}.edges")))
-    return TimedAutomaton(str(a["name"]), locs, str(a.get("initial", locs[0] if locs else "")), tuple(_list(a.get("clocks"), f"{where}.clocks")),
-                          variables, edges, {str(k): tuple(v) for k, v in (a.get("invariants") or {}).items()}, a.get("location_variable"))
+    invariants = {str(k): _strings(v, f"{where}.invariants.{k}") for k, v in _mapping(a.get("invariants"), f"{where}.invariants").items()}
+    locvar = a.get("location_variable")
+    if locvar is not None:
+        locvar = _name(locvar, f"{where}.location_variable")
+    return TimedAutomaton(name, locs, str(a.get("initial", locs[0] if locs else "")), clocks, variables, edges, invariants, locvar)
 
 
 def probabilities(data: Any, where: str) -> ProbabilityModel:
@@ -93,11 +162,36 @@ def probabilities(data: Any, where: str) -> ProbabilityModel:
     data = _keys(data or {}, {"table", "delays"}, where)
     providers: list = []
     if data.get("table"):
-        providers.append(ProbabilityTable.from_rows(_list(data["table"], f"{where}.table")))
+        rows = _list(data["table"], f"{where}.table")
+        for i, r in enumerate(rows):
+            r = _keys(r, {"guard", "when", "p"}, f"{where}.table[{i}]", ("guard", "p"))
+            _expression(r.get("when", True), f"{where}.table[{i}].when")
+            if not 0.0 <= _number(r["p"], f"{where}.table[{i}].p") <= 1.0:
+                raise ConfigError(f"{where}.table[{i}].p: probability {r['p']} is outside [0, 1]")
+        providers.append(ProbabilityTable.from_rows(rows))
     for i, d in enumerate(_list(data.get("delays"), f"{where}.delays")):
-        d = _keys(d, {"clock", "distribution", "scale", "truncate"}, f"{where}.delays[{i}]", ("clock",))
-        providers.append(DelayDistribution(str(d["clock"]), float(d.get("scale", 0.2)), d.get("truncate"), str(d.get("distribution", "exponential"))))
+        w = f"{where}.delays[{i}]"
+        d = _keys(d, {"clock", "distribution", "scale", "truncate"}, w, ("clock",))
+        providers.append(DelayDistribution(_name(d["clock"], f"{w}.clock"), _number(d.get("scale", 0.2), f"{w}.scale"),
+                                           None if d.get("truncate") is None else _number(d["truncate"], f"{w}.truncate"),
+                                           str(d.get("distribution", "exponential"))))
     return ProbabilityModel(tuple(providers))
+
+
+def _check_probabilities(network: Network, provider: ProbabilityModel, where: str) -> None:
+    """Every clock and event the probabilities name is one the automata use (else a row would be ignored)."""
+    clocks = {c for a in network.components for c in a.clocks}
+    events = {name for a in network.components for e in a.edges for name, _ in e.guard.events}
+    for p in provider.providers:
+        if isinstance(p, DelayDistribution) and p.clock not in clocks:
+            raise ConfigError(f"{where}.delays: unknown clock {p.clock!r} (clocks: {', '.join(sorted(clocks)) or 'none'})")
+        for i, row in enumerate(getattr(p, "rows", ())):
+            for c, _ in row.guard.clocks:
+                if c not in clocks:
+                    raise ConfigError(f"{where}.table[{i}]: unknown clock {c!r} (clocks: {', '.join(sorted(clocks)) or 'none'})")
+            for ev, _ in row.guard.events:
+                if ev not in events:
+                    raise ConfigError(f"{where}.table[{i}]: event {ev!r} is on no edge (events: {', '.join(sorted(events)) or 'none'})")
 
 
 def parse_design(data: Any, source: str, params: str | Path | None = None) -> Design:
@@ -110,37 +204,47 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
         p = sw.get("parameters", "table3")
         if isinstance(p, Mapping):
             return switch_design(parse_parameters(p, f"{source}: switch.parameters"))
+        if not isinstance(p, str):
+            raise ConfigError(f"{source}: switch.parameters: expected a file name or a mapping, got {type(p).__name__}")
         path = Path(str(p))
         if not path.is_absolute() and str(p) != "table3":
             path = Path(source).parent / path
         return switch_design(load_parameters(path if str(p) != "table3" else "table3"))
     if "automata" not in top:
         raise ConfigError(f"{source}: a spec needs 'automata' (or 'switch')")
-    actions = set(map(str, top["actions"])) if top.get("actions") is not None else None
+    actions = set(_names(top["actions"], f"{source}: actions")) if top.get("actions") is not None else None
     automata = tuple(_automaton(a, f"{source}: automata[{i}]", actions) for i, a in enumerate(_list(top["automata"], f"{source}: automata")))
     rewards = {}
-    for name, items in (top.get("rewards") or {}).items():
+    for name, items in _mapping(top.get("rewards"), f"{source}: rewards").items():
         out = []
         for i, it in enumerate(_list(items, f"{source}: rewards.{name}")):
-            it = _keys(it, {"action", "value", "when"}, f"{source}: rewards.{name}[{i}]", ("value",))
-            out.append(RewardItem(it.get("action"), float(it["value"]), it.get("when", True)))
-        rewards[str(name)] = tuple(out)
-    network = Network(automata, rewards, str(top.get("name", Path(source).stem)))
-    prob_data = top.get("probabilities")
+            where = f"{source}: rewards.{name}[{i}]"
+            it = _keys(it, {"action", "value", "when"}, where, ("value",))
+            action = None if it.get("action") is None else _name(it["action"], f"{where}.action")
+            out.append(RewardItem(action, _number(it["value"], f"{where}.value"), _expression(it.get("when", True), f"{where}.when")))
+        rewards[_name(name, f"{source}: rewards: reward model")] = tuple(out)
+    name = top.get("name", Path(source).stem)
+    if not isinstance(name, (str, int, float)) or isinstance(name, bool):
+        raise ConfigError(f"{source}: name: expected a text, got {type(name).__name__}")
+    network = Network(automata, rewards, str(name))
+    prob_data, prob_where = top.get("probabilities"), f"{source}: probabilities"
     if params is not None:
-        prob_data = _read_yaml(Path(params)).get("probabilities", {})
-    return Design(network, probabilities(prob_data, f"{source}: probabilities"))
+        doc = _read_yaml(Path(params))
+        if not isinstance(doc, Mapping) or "probabilities" not in doc:
+            raise ConfigError(f"--params {params}: expected a mapping with 'probabilities' (table, delays) for the "
+                              f"network spec {source}")
+        prob_data, prob_where = doc["probabilities"], f"{params}: probabilities"
+    provider = probabilities(prob_data, prob_where)
+    _check_probabilities(network, provider, prob_where)
+    return Design(network, provider)
 
 
 def _read_yaml(path: Path) -> Any:
-    import yaml
-
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory, not a YAML file")
     if not path.is_file():
         raise ConfigError(f"{path}: file not found")
-    try:
-        return yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: not valid YAML: {' '.join(str(e).split())}") from None
+    return load_yaml(read_text(path), str(path))
 
 
 def load_design(spec: str | Path, params: str | Path | None = None) -> Design:
@@ -148,6 +252,8 @@ def load_design(spec: str | Path, params: str | Path | None = None) -> Design:
     if str(spec) == "paper-switch":
         return switch_design(load_parameters(params if params is not None else "table3"))
     path = Path(spec)
+    if path.is_dir():
+        raise ConfigError(f"design spec {spec} is a directory (built-in specs: {', '.join(BUILTIN)})")
     if not path.is_file():
         raise ConfigError(f"design spec {spec} not found (built-in specs: {', '.join(BUILTIN)})")
     return parse_design(_read_yaml(path), str(path), params)

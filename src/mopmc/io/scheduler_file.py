@@ -127,8 +127,13 @@ def write_scheduler(path: str | Path, model: SparseMDP, objectives: Sequence, po
     path = Path(path)
     doc = scheduler_document(model, objectives, point, scheduler, **kwargs)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
-    tmp.replace(path)
+    try:
+        tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
+        tmp.replace(path)
+    except OSError as exc:
+        if tmp.is_file():
+            tmp.unlink()
+        raise SchedulerError(f"{path}: cannot write the scheduler file ({exc.strerror})") from None
     return path
 
 
@@ -138,7 +143,19 @@ def _runtime_filter(model: SparseMDP, binding: Mapping | None):
         raise SchedulerError("a runtime scheduler file needs a binding (the switch's variables and locations)")
     if model.valuations is None:
         raise SchedulerError("a runtime scheduler file needs state valuations; load the model with valuations")
+    from mopmc.runtime.scheduler import _Reader, _read_binding
+
+    rb = _read_binding(_Reader("--binding"), binding)  # the checks the runtime makes when it loads the file
     names = list(model.valuations.names)
+    used = {rb.timestep, rb.consecutive_calls, rb.configuration} | {v for val in rb.locations.values() for v in val}
+    used |= {o.variable for o in rb.observations.values()}
+    if not used <= set(names):
+        raise SchedulerError(f"--binding: variable(s) {', '.join(sorted(used - set(names)))} are not variables of the "
+                             f"model ({', '.join(names)}); is the binding for another model?")
+    actions = {model.action_of(c) for c in range(model.n_choices)}
+    for key, act in (("stay", rb.stay_action), ("exit", rb.exit_action)):
+        if act not in actions:
+            raise SchedulerError(f"--binding: binding.actions.{key}: the model has no action {act!r}")
     vals = model.valuations.values
     loc_var = binding.get("location")
     stay, leave = binding["actions"]["stay"], binding["actions"]["exit"]
@@ -177,6 +194,7 @@ def runtime_binding(design) -> dict:
         if "metrics" not in b:
             raise SchedulerError("the binding has no metric scores (written by an older mopmc); "
                                  "rebuild the model with mopmc design build")
+        _check_binding_document(b)
         metrics = [(m["name"], m.get("score")) for m in b["metrics"]]
     else:
         b, params = design.binding, design.parameters
@@ -205,6 +223,39 @@ def runtime_binding(design) -> dict:
     }
 
 
+def _check_binding_document(b: Mapping) -> None:
+    """The keys :func:`runtime_binding` reads from a ``mopmc-switch-binding/1`` document, checked by name."""
+    def bad(key: str, expected: str) -> SchedulerError:
+        return SchedulerError(f"{key}: expected {expected}, got {b.get(key.split('[')[0])!r}; "
+                              "rebuild the binding with mopmc design build")
+
+    for key in ("timestep", "consecutive_calls", "configuration", "location"):
+        if not isinstance(b.get(key), str):
+            raise bad(key, "a variable name")
+    locs = b.get("locations")
+    if not isinstance(locs, list) or "s0" not in locs or "ss_exit" not in locs:
+        raise bad("locations", "a list of location names with s0 and ss_exit")
+    if not _is_int(b.get("k")) or b["k"] < 0:
+        raise bad("k", "an integer >= 0")
+    if not isinstance(b.get("recorders"), dict):
+        raise bad("recorders", "an object {metric: variable}")
+    if not isinstance(b["metrics"], list) or not all(
+            isinstance(m, dict) and isinstance(m.get("name"), str) and (m.get("score") is None or _is_number(m["score"]))
+            for m in b["metrics"]):
+        raise bad("metrics", "a list of {name, score}")
+    for m in b["metrics"]:
+        if m["name"] in ("hw", "ttc", "ld") and not isinstance(b["recorders"].get(m["name"]), str):
+            raise SchedulerError(f"recorders.{m['name']}: expected the variable recording metric {m['name']!r}, "
+                                 f"got {b['recorders'].get(m['name'])!r}")
+    confs = b.get("configurations")
+    if not isinstance(confs, list) or not confs:
+        raise bad("configurations", "a non-empty list of {index, name, t, controller}")
+    for i, c in enumerate(confs):
+        if (not isinstance(c, dict) or not isinstance(c.get("name"), str) or not _is_int(c.get("index"))
+                or not _is_number(c.get("t")) or "controller" not in c):
+            raise SchedulerError(f"configurations[{i}]: expected an object {{index, name, t, controller}}, got {c!r}")
+
+
 # ---------------------------------------------------------------------------------------- reading
 def read_scheduler(path: str | Path, model: SparseMDP) -> tuple[Policy | Mixture, dict]:
     """Map a scheduler file onto ``model``; returns the scheduler and the document's metadata."""
@@ -215,32 +266,75 @@ def read_scheduler(path: str | Path, model: SparseMDP) -> tuple[Policy | Mixture
         raise SchedulerError(f"{name}: cannot read scheduler file ({exc.strerror})") from None
     except json.JSONDecodeError as exc:
         raise SchedulerError(f"{name}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or doc.get("version") != VERSION:
+    except UnicodeDecodeError:
+        raise SchedulerError(f"{name}: not a text file (not UTF-8); expected a {FORMAT} JSON file") from None
+    version = doc.get("version") if isinstance(doc, dict) else None
+    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not _is_int(version) or version != VERSION:
         raise SchedulerError(f"{name}: not a {FORMAT} version {VERSION} file")
     fp = doc.get("model") or {}
+    if not isinstance(fp, dict):
+        raise SchedulerError(f"{name}: model: expected an object {{states, choices, variables}}, got {type(fp).__name__}")
     if fp.get("states") != model.n_states or fp.get("choices") != model.n_choices:
         raise SchedulerError(f"{name}: model: computed on a model with {fp.get('states')} states and {fp.get('choices')} "
                              f"choices, this one has {model.n_states} and {model.n_choices}")
     have = list(model.valuations.names) if model.valuations is not None else []
     if fp.get("variables") and fp["variables"] != have:
         raise SchedulerError(f"{name}: model.variables: {fp['variables']} differ from the model's {have}")
+    if doc.get("objectives") is not None and (not isinstance(doc["objectives"], list)
+                                              or not all(isinstance(o, str) for o in doc["objectives"])):
+        raise SchedulerError(f"{name}: objectives: expected a list of formula strings, got {doc['objectives']!r}")
+    if doc.get("point") is not None and (not isinstance(doc["point"], list) or not all(_is_number(x) for x in doc["point"])):
+        raise SchedulerError(f"{name}: point: expected a list of numbers, got {doc['point']!r}")
     decided = np.zeros((0, model.n_states), bool)
     if doc.get("memory"):
+        from mopmc.errors import MopmcError
         from mopmc.properties.states import state_mask
 
-        decided = np.array([state_mask(t, model.labels, model.n_states) for t in doc["memory"]], bool)
+        if not isinstance(doc["memory"], list):
+            raise SchedulerError(f"{name}: memory: expected a list of state formulas, got {doc['memory']!r}")
+        masks = []
+        for j, t in enumerate(doc["memory"]):
+            if not isinstance(t, str):
+                raise SchedulerError(f"{name}: memory[{j}]: expected a state formula string, got {t!r}")
+            try:
+                masks.append(state_mask(t, model.labels, model.n_states))
+            except MopmcError as exc:
+                raise SchedulerError(f"{name}: memory[{j}]: {exc.one_line()}") from None
+        decided = np.array(masks, bool)
     reader = _EntryReader(name, model, decided)
     meta = {k: doc.get(k) for k in ("kind", "objectives", "point")}
-    if doc.get("kind") == "mixture":
-        comps = doc.get("components") or []
-        pols = tuple(reader.policy(c.get("entries", []), f"components[{i}].entries") for i, c in enumerate(comps))
-        weights = np.array([float(c.get("weight", math.nan)) for c in comps])
-        if not len(comps) or not np.all(weights >= 0) or abs(weights.sum() - 1.0) > 1e-6:
-            raise SchedulerError(f"{name}: components: weights must be >= 0 and sum to 1, got {weights.tolist()}")
-        return Mixture(weights, pols), meta
-    if doc.get("kind") not in ("deterministic", "randomised"):
-        raise SchedulerError(f"{name}: kind: expected deterministic, randomised or mixture, got {doc.get('kind')!r}")
-    return reader.policy(doc.get("entries", []), "entries"), meta
+    kind = doc.get("kind")
+    if kind not in ("deterministic", "randomised", "mixture"):
+        raise SchedulerError(f"{name}: kind: expected deterministic, randomised or mixture, got {kind!r}")
+    if kind == "mixture":
+        comps = doc.get("components")
+        if not isinstance(comps, list) or not comps:
+            raise SchedulerError(f"{name}: components: a mixture needs a non-empty list of {{weight, entries}}, "
+                                 f"got {comps!r}")
+        pols, weights = [], []
+        for i, c in enumerate(comps):
+            if not isinstance(c, dict) or "entries" not in c:
+                raise SchedulerError(f"{name}: components[{i}]: expected an object {{weight, entries}}, "
+                                     f"got {c if not isinstance(c, dict) else sorted(c)!r}")
+            if not _is_number(c.get("weight")):
+                raise SchedulerError(f"{name}: components[{i}].weight: expected a number, got {c.get('weight')!r}")
+            pols.append(reader.policy(c["entries"], f"components[{i}].entries"))
+            weights.append(float(c["weight"]))
+        w = np.array(weights)
+        if not np.all(np.isfinite(w)) or not np.all(w >= 0) or abs(w.sum() - 1.0) > 1e-6:
+            raise SchedulerError(f"{name}: components: weights must be >= 0 and sum to 1, got {w.tolist()}")
+        return Mixture(w, tuple(pols)), meta
+    if "entries" not in doc:
+        raise SchedulerError(f"{name}: missing key 'entries' (a list of {{state, choices}})")
+    return reader.policy(doc["entries"], "entries", deterministic=kind == "deterministic"), meta
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
 class _EntryReader:
@@ -252,9 +346,12 @@ class _EntryReader:
     def state(self, valuation: Any, where: str) -> int:
         if not isinstance(valuation, dict) or sorted(valuation) != sorted(self.vars):
             raise SchedulerError(f"{self.name}: {where}: expected a valuation of {', '.join(self.vars)}, got {valuation!r}")
+        bad = [v for v in self.vars if not _is_int(valuation[v])]
+        if bad:
+            raise SchedulerError(f"{self.name}: {where}.{bad[0]}: expected an integer, got {valuation[bad[0]]!r}")
         if self.index is None:
             s = valuation["#"]
-            if not isinstance(s, int) or not 0 <= s < self.model.n_states:
+            if not 0 <= s < self.model.n_states:
                 raise SchedulerError(f"{self.name}: {where}: no state {s!r}")
             return s
         s = self.index.get(tuple(int(valuation[v]) for v in self.vars))
@@ -262,13 +359,32 @@ class _EntryReader:
             raise SchedulerError(f"{self.name}: {where}: the model has no state {valuation}")
         return s
 
-    def policy(self, entries: list, where: str) -> Policy:
+    def policy(self, entries: Any, where: str, deterministic: bool = False) -> Policy:
+        if not isinstance(entries, list):
+            raise SchedulerError(f"{self.name}: {where}: expected a list of {{state, choices}}, got {type(entries).__name__}")
         states, memory, indptr, choice, prob = [], [], [0], [], []
+        seen: dict[tuple[int, int], int] = {}
+        n_memory = 1 << self.decided.shape[0]
         for i, e in enumerate(entries):
             ew = f"{where}[{i}]"
+            if not isinstance(e, dict):
+                raise SchedulerError(f"{self.name}: {ew}: expected an object {{state, choices}}, got {e!r}")
             s = self.state(e.get("state"), f"{ew}.state")
+            mem = e.get("memory", 0)
+            if not _is_int(mem) or not 0 <= mem < n_memory:
+                raise SchedulerError(f"{self.name}: {ew}.memory: expected an integer in [0, {n_memory}) "
+                                     f"({self.decided.shape[0]} memory bit(s)), got {mem!r}")
+            if (s, mem) in seen:
+                raise SchedulerError(f"{self.name}: {ew}: a second entry for state {e['state']} (memory {mem}); "
+                                     f"the first is {where}[{seen[(s, mem)]}]")
+            seen[(s, mem)] = i
+            cs = e.get("choices")
+            if not isinstance(cs, list) or not cs:
+                raise SchedulerError(f"{self.name}: {ew}.choices: expected a non-empty list of "
+                                     f"{{action, successor, probability}}, got {cs!r}")
             names = [json.dumps(n, sort_keys=True) for n in _names(self.model, s)]
-            for j, c in enumerate(e.get("choices") or []):
+            picked: dict[str, int] = {}
+            for j, c in enumerate(cs):
                 if not isinstance(c, dict):
                     raise SchedulerError(f"{self.name}: {ew}.choices[{j}]: expected an object")
                 named = {"action": c.get("action"), "successor": c.get("successor")}
@@ -278,10 +394,21 @@ class _EntryReader:
                 if key not in names:
                     raise SchedulerError(f"{self.name}: {ew}.choices[{j}]: state {e['state']} has no choice "
                                          f"{key}; its choices are {', '.join(names)}")
+                if key in picked:
+                    raise SchedulerError(f"{self.name}: {ew}.choices[{j}]: the same choice as choices[{picked[key]}]; "
+                                         "list each choice once")
+                picked[key] = j
+                p = c.get("probability")
+                if not _is_number(p) or not 0.0 <= p <= 1.0:  # NaN fails the range test too
+                    raise SchedulerError(f"{self.name}: {ew}.choices[{j}].probability: expected a number in [0, 1], "
+                                         f"got {p!r}")
                 choice.append(int(self.model.row_groups[s]) + names.index(key))
-                prob.append(float(c.get("probability", math.nan)))
+                prob.append(float(p))
+            if deterministic and len(cs) != 1:
+                raise SchedulerError(f"{self.name}: {ew}.choices: kind is deterministic but the entry lists {len(cs)} "
+                                     "choices; give one choice with probability 1, or set kind to randomised")
             states.append(s)
-            memory.append(int(e.get("memory", 0)))
+            memory.append(mem)
             indptr.append(len(choice))
         pol = Policy(np.array(states, np.int64), np.array(memory, np.int64), np.array(indptr, np.int64),
                      np.array(choice, np.int64), np.array(prob, float), self.decided)

@@ -93,7 +93,7 @@ def _fields(cls: type, raw: Any, where: str, src: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{src}: {where}: expected an object, got {type(raw).__name__}")
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - names)
+    unknown = sorted(str(k) for k in set(raw) - names)  # YAML keys may be numbers
     if unknown:
         raise ConfigError(
             f"{src}: {where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(names))}"
@@ -104,7 +104,11 @@ def _fields(cls: type, raw: Any, where: str, src: str) -> dict[str, Any]:
 def _env(raw: Any, src: str) -> EnvConfig:
     d = _fields(EnvConfig, raw, "env", src)
     _check_env(d, src)
-    return EnvConfig(**d)
+    env = EnvConfig(**d)
+    if round(env.duration * env.policy_frequency) < 1:
+        raise ConfigError(f"{src}: env.duration x env.policy_frequency: an episode of {env.duration:g} s at "
+                          f"{env.policy_frequency:g} decisions/s has no decision step; give at least one")
+    return env
 
 
 def _switch(raw: Any, src: str) -> SwitchConfig:
@@ -123,6 +127,12 @@ def _switch(raw: Any, src: str) -> SwitchConfig:
             w = f"switch.configurations[{i}]"
             if not isinstance(c, dict) or set(c) != {"name", "t", "controller"}:
                 raise ConfigError(f"{src}: {w}: expected exactly the keys name, t, controller, got {c!r}")
+            if not isinstance(c["name"], str) or not c["name"]:
+                raise ConfigError(f"{src}: {w}.name: expected a non-empty string, got {c['name']!r}")
+            if isinstance(c["controller"], bool) or not isinstance(c["controller"], (str, int)):
+                raise ConfigError(f"{src}: {w}.controller: expected a controller name, got {c['controller']!r}")
+            if c["name"] in [o.name for o in out]:
+                raise ConfigError(f"{src}: {w}.name: configuration {c['name']!r} is named twice")
             out.append(Configuration(str(c["name"]), float(_positive(c["t"], f"{w}.t", src, zero=True)), str(c["controller"])))
         d["configurations"] = tuple(out)
     return SwitchConfig(**d)
@@ -182,6 +192,8 @@ def read_config_file(path: str | Path) -> Any:
         text = p.read_text()
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: not a text file (not UTF-8); expected a JSON or YAML config") from None
     if p.suffix in (".yaml", ".yml"):
         try:
             import yaml

@@ -137,27 +137,51 @@ def _read_empirical(path_text: str, spec: str) -> tuple[float, ...]:
     if not path.is_file():
         raise ConfigError(f"delay spec {spec!r}: file {path_text!r} does not exist")
     values: list[float] = []
-    with path.open(newline="") as handle:
-        for line_no, row in enumerate(csv.reader(handle), start=1):
-            cells = [c.strip() for c in row if c.strip()]
-            if not cells or cells[0].startswith("#"):
-                continue
-            if len(cells) != 1:
-                raise ConfigError(
-                    f"{path_text}:{line_no}: expected one delay (seconds) per line, got {len(cells)} columns"
-                )
-            try:
-                value = float(cells[0])
-            except ValueError:
-                if not values and line_no == 1:
-                    continue  # a header line
-                raise ConfigError(f"{path_text}:{line_no}: {cells[0]!r} is not a number") from None
-            if not math.isfinite(value) or value < 0:
-                raise ConfigError(f"{path_text}:{line_no}: delay must be finite and >= 0, got {cells[0]}")
-            values.append(value)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not a text file"
+        raise ConfigError(f"delay spec {spec!r}: cannot read {path_text!r} ({why})") from None
+    for line_no, row in enumerate(csv.reader(text.splitlines()), start=1):
+        cells = [c.strip() for c in row if c.strip()]
+        if not cells or cells[0].startswith("#"):
+            continue
+        if len(cells) != 1:
+            raise ConfigError(
+                f"{path_text}:{line_no}: expected one delay (seconds) per line, got {len(cells)} columns"
+            )
+        try:
+            value = float(cells[0])
+        except ValueError:
+            if not values and line_no == 1:
+                continue  # a header line
+            raise ConfigError(f"{path_text}:{line_no}: {cells[0]!r} is not a number") from None
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{path_text}:{line_no}: delay must be finite and >= 0, got {cells[0]}")
+        values.append(value)
     if not values:
         raise ConfigError(f"{path_text}: no delays found; expected one number (seconds) per line")
     return tuple(values)
+
+
+def check_delay_scale(distribution: DelayDistribution, duration: float, where: str = "delay spec") -> None:
+    """Refuse delays longer than the episode: a step lasts at least its delay, so an episode would
+    simulate ``delay x steps`` seconds (``1e9`` would never finish). The scale is the fixed delay,
+    the exponential's mean (its truncation if smaller), the uniform's upper end or the largest
+    empirical delay."""
+    if isinstance(distribution, FixedDelay):
+        scale = distribution.seconds
+    elif isinstance(distribution, ExponentialDelay):
+        scale = distribution.mean if distribution.trunc is None else min(distribution.mean, distribution.trunc)
+    elif isinstance(distribution, UniformDelay):
+        scale = distribution.high
+    elif isinstance(distribution, EmpiricalDelay):
+        scale = max(distribution.values)
+    else:
+        return
+    if scale > duration:
+        raise ConfigError(f"{where} {distribution.spec!r}: delays of {scale:g} s exceed the episode duration "
+                          f"({duration:g} s, env.duration); every step lasts at least its delay, so give delays in seconds")
 
 
 def parse_delay_spec(spec: str) -> DelayDistribution:

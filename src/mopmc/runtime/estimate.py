@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import io
 import json
 import math
 from collections.abc import Iterable, Sequence
@@ -107,7 +108,12 @@ def _read_csv(path: Path) -> list[EpisodeResult]:
     casts = (int, int, float, float, float, str, str, int, _bool, _bool, _bool, float, float, _bool, int)
     optional = {"configuration", "cc", "exit_condition", "exit_allowed", "exited"}
     by_episode: dict[int, list[StepRecord]] = {}
-    with path.open(newline="") as handle:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) else "not a text file"
+        raise ConfigError(f"{path}: cannot read the step log ({why})") from None
+    with io.StringIO(text, newline="") as handle:
         reader = csv.reader(handle)
         header = next(reader, None)
         if header is None or tuple(header) != StepRecord._fields:
@@ -118,6 +124,9 @@ def _read_csv(path: Path) -> list[EpisodeResult]:
             except ValueError as exc:
                 raise ConfigError(f"{path}:{line}: bad step record ({exc})") from None
             rec = StepRecord(*values)
+            bad = [f for f in ("time", "delay", "hold", "ttc", "headway") if math.isnan(getattr(rec, f))]
+            if bad:
+                raise ConfigError(f"{path}:{line}: bad step record ({bad[0]} is nan)")
             by_episode.setdefault(rec.episode, []).append(rec)
     return [EpisodeResult(e, tuple(sorted(r, key=lambda x: x.step)), False) for e, r in sorted(by_episode.items())]
 
@@ -295,5 +304,8 @@ def write_parameters(doc: dict[str, Any], out: str | Path) -> Path:
     clean = json.loads(json.dumps(doc, allow_nan=False))  # plain types only; no NaN reaches the file
     parse_parameters(clean, str(out))
     path = Path(out)
-    write_atomic(path, "# Estimated by mopmc rt estimate; see docs/parameter-file.md\n" + yaml.safe_dump(clean, sort_keys=False))
+    try:
+        write_atomic(path, "# Estimated by mopmc rt estimate; see docs/parameter-file.md\n" + yaml.safe_dump(clean, sort_keys=False))
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot write the parameter file ({exc.strerror})") from None
     return path

@@ -136,6 +136,8 @@ SWITCH_NAMES = "none, C1, C2, C3, C4, uniform or a scheduler FILE.json"
 
 def parse_switch(text: str, configurations: tuple[Configuration, ...]) -> SwitchPolicy | None:
     """``none`` -> None (primary only); a configuration name; ``uniform``; or a scheduler file path."""
+    if not text.strip():
+        raise ConfigError(f"--switch: empty; expected {SWITCH_NAMES}")
     if text == "none":
         return None
     if text == "uniform":

@@ -371,6 +371,8 @@ def load_scheduler(path: str | Path) -> SchedulerFile:
         text = Path(path).read_text()
     except OSError as exc:
         raise SchedulerError(f"{name}: cannot read scheduler file ({exc.strerror})") from None
+    except UnicodeDecodeError:
+        raise SchedulerError(f"{name}: not a text file (not UTF-8); expected a {FORMAT} JSON file") from None
     try:
         raw = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -383,7 +385,7 @@ def load_scheduler(path: str | Path) -> SchedulerFile:
     )
     if top["format"] != FORMAT:
         raise r.fail("format", f"expected {FORMAT!r}, got {top['format']!r}")
-    if top["version"] != VERSION:
+    if isinstance(top["version"], bool) or top["version"] != VERSION:
         raise r.fail("version", f"this mopmc reads version {VERSION}, got {top['version']!r}")
     model = r.obj(top["model"], "model", {"states", "choices", "variables"}, set())
     r.integer(model["states"], "model.states")

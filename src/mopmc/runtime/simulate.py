@@ -20,7 +20,7 @@ from mopmc.runtime.agents import env_for_agent
 from mopmc.runtime.aggregate import Estimate, MetricsSummary, summarise
 from mopmc.runtime.config import RuntimeConfig
 from mopmc.runtime.controllers import SecondaryController
-from mopmc.runtime.delay import DEFAULT_DELAY_SPEC, parse_delay_spec
+from mopmc.runtime.delay import DEFAULT_DELAY_SPEC, check_delay_scale, parse_delay_spec
 from mopmc.runtime.episode import EpisodeResult, ExitCondition, StepRecord, episode_seeds, run_episode
 from mopmc.runtime.metrics import HEADWAY_CAP, TTC_CAP
 from mopmc.runtime.policy import SchedulerPolicy, parse_switch
@@ -92,6 +92,7 @@ def simulate(
             raise ConfigError(f"--vehicles must be >= 0, got {vehicles}")
         env_config = dataclasses.replace(env_config, vehicles=vehicles)
     env_config = env_for_agent(env_config, agent)
+    check_delay_scale(distribution, env_config.duration, "--delay")
 
     from mopmc.runtime import highway_adapter as hw
 

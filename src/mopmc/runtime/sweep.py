@@ -153,11 +153,15 @@ def write_atomic(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` so that the file appears whole or not at all."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+        raise
     _fsync_dir(path.parent)
 
 
@@ -171,11 +175,36 @@ def episode_from_doc(doc: dict[str, Any]) -> EpisodeResult:
     return EpisodeResult(int(doc["episode"]), records, bool(doc["terminated"]))
 
 
-def read_episode(path: Path) -> EpisodeResult:
+def read_episode(path: Path, setting: Setting | None = None, episode: int | None = None) -> EpisodeResult:
+    """Read an episode file; with ``setting`` and ``episode``, also check that it is that episode's
+    (a file copied from another setting, episode or sweep is refused by name, not summed silently)."""
+    fix = "remove it to run that episode again" if setting is not None else "expected an episode file of a sweep"
     try:
-        return episode_from_doc(json.loads(path.read_text()))
+        doc = json.loads(path.read_text())
+        result = episode_from_doc(doc)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: not a readable sweep episode file ({exc})") from None
+        raise ConfigError(f"{path}: not a readable sweep episode file ({' '.join(str(exc).split())}); {fix}") from None
+    if doc.get("format") != FORMAT or doc.get("fields") != list(StepRecord._fields):
+        raise ConfigError(f"{path}: not a {FORMAT} episode file with the fields of this mopmc; {fix}")
+    if setting is not None:
+        found = (doc.get("setting"), doc.get("episode"), doc.get("seed"))
+        if found != (setting.name, episode, setting.seed):
+            raise ConfigError(f"{path}: holds setting {found[0]!r} episode {found[1]!r} seed {found[2]!r}, expected "
+                              f"setting {setting.name!r} episode {episode} seed {setting.seed}; {fix}")
+    for i, record in enumerate(result.records):
+        for name, value in zip(StepRecord._fields, record):
+            if not isinstance(value, _FIELD_TYPES[name]) or (isinstance(value, bool) and bool not in _FIELD_TYPES[name]):
+                raise ConfigError(f"{path}: records[{i}].{name}: unexpected value {value!r}; {fix}")
+    return result
+
+
+_NUMBER = (int, float)
+_FIELD_TYPES: dict[str, tuple[type, ...]] = {
+    "episode": (int,), "step": (int,), "time": _NUMBER, "delay": _NUMBER, "hold": _NUMBER,
+    "configuration": (str, type(None)), "controller": (str,), "cc": (int, type(None)),
+    "exit_condition": (bool, type(None)), "exit_allowed": (bool, type(None)), "exited": (bool, type(None)),
+    "ttc": _NUMBER, "headway": _NUMBER, "lane_departure": (bool,), "cost": (int,),
+}
 
 
 def _fingerprint(described: Sequence[dict[str, Any]]) -> str:
@@ -198,12 +227,18 @@ def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
         raise ConfigError(f"episodes must be >= 1, got {episodes}")
     manifest = _manifest(settings, episodes)
     path = out / "sweep.json"
+    for folder in (out, out / "episodes"):
+        if folder.exists() and not folder.is_dir():
+            raise ConfigError(f"{folder}: is a file, not an output folder; remove it or use another --out")
     if path.exists():
         try:
             old = json.loads(path.read_text())
+            if old["format"] != FORMAT:
+                raise ValueError(old["format"])
             old_settings = {d["name"]: d for d in old["settings"]}
-        except (ValueError, KeyError, TypeError):
-            raise ConfigError(f"{path}: corrupt manifest; remove {out} or use another output folder") from None
+        except (OSError, ValueError, KeyError, TypeError):
+            raise ConfigError(f"{path}: corrupt or foreign manifest (not {FORMAT}); remove {out} or use another "
+                              "output folder") from None
         # A setting already in the folder must be the same setting; new settings extend the sweep
         # (e.g. a scheduler added to a finished table), and the folder keeps the ones not asked for.
         for described in manifest["settings"]:
@@ -229,6 +264,7 @@ def pending_jobs(out: Path, settings: Sequence[Setting], episodes: int) -> tuple
     for s in settings:
         for e in range(episodes):
             if episode_path(out, s.name, e).exists():
+                read_episode(episode_path(out, s.name, e), s, e)  # a corrupt or foreign file fails now, not after the run
                 done += 1
             else:
                 jobs.append(Job(s.name, e, s.seed))
@@ -302,7 +338,7 @@ def run_sweep(
     finally:
         if bar is not None:
             bar.close()
-    loaded = {s.name: tuple(read_episode(episode_path(out, s.name, e)) for e in range(episodes)) for s in settings}
+    loaded = {s.name: tuple(read_episode(episode_path(out, s.name, e), s, e) for e in range(episodes)) for s in settings}
     return SweepResult(out, ran, skipped, loaded)
 
 

@@ -122,7 +122,7 @@ def _check_keys(cls: type, raw: Any, where: str, src: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{src}: {where}: expected an object, got {type(raw).__name__}")
     names = set(cls._fields) if hasattr(cls, "_fields") else {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(set(raw) - names)
+    unknown = sorted(str(k) for k in set(raw) - names)  # YAML keys may be numbers
     if unknown:
         raise ConfigError(f"{src}: {where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(names))}")
     return dict(raw)
@@ -245,13 +245,26 @@ def _metadata(config: TrainConfig, steps: int, evaluation: dict[str, Any] | None
     }
 
 
+def _read_json(path: Path, kind: type, out: Path) -> Any:
+    """A JSON file of a run folder, or one line saying it is corrupt and how to start over."""
+    try:
+        doc = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable ({' '.join(str(exc).split())}); delete {out} to start over") from None
+    if not isinstance(doc, kind):
+        raise ConfigError(f"{path}: expected a JSON {kind.__name__}; delete {out} to start over")
+    return doc
+
+
 def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
     """Create ``out`` or check that it holds a run of the same config; returns the last checkpoint."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{out}: is a file, not an output folder; remove it or use another --out")
     out.mkdir(parents=True, exist_ok=True)
     saved = out / "train_config.json"
     doc = config.to_dict()
-    if saved.is_file():
-        old = json.loads(saved.read_text())
+    if saved.exists():
+        old = _read_json(saved, dict, out)
         differ = sorted(k for k in set(doc) | set(old) if k not in ("output", "total_steps") and old.get(k) != doc.get(k))
         if differ:
             raise ConfigError(
@@ -262,7 +275,10 @@ def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
     pointer = out / "checkpoint.json"
     if not pointer.is_file():
         return None
-    folder = out / json.loads(pointer.read_text())["folder"]
+    name = _read_json(pointer, dict, out).get("folder")
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{pointer}: names no checkpoint folder; delete {out} to start over")
+    folder = out / name
     if not (folder / "state.json").is_file():
         raise ConfigError(f"{pointer}: names {folder}, which is incomplete; delete {out} to start over")
     return folder

@@ -198,6 +198,15 @@ def agent_policy_frequency(spec: str) -> float | None:
     return None if interface is None else float(interface.policy_frequency)
 
 
+def check_agent_file(spec: str) -> None:
+    """Fail now (before a sweep starts) when ``[ALGO:]PATH`` names no file; ``idm`` and ``shipped`` pass."""
+    if spec in ("idm", SHIPPED):
+        return
+    path = resolve_agent_path(spec)[1]
+    if not Path(path).is_file() and not Path(path + ".zip").is_file():
+        raise ConfigError(f"--agent: agent file {path!r} does not exist; pass --agent shipped, idm or a Stable-Baselines3 .zip")
+
+
 def env_for_agent(env: Any, spec: str) -> Any:
     """``env`` (an :class:`~mopmc.runtime.config.EnvConfig`) with the agent's own policy frequency
     (:func:`agent_policy_frequency`), or ``env`` itself when the agent has none or already matches."""

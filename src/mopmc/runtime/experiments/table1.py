@@ -26,10 +26,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError
-from mopmc.runtime.agents import env_for_agent, shipped_agent_path
+from mopmc.runtime.agents import check_agent_file, env_for_agent, shipped_agent_path
 from mopmc.runtime.aggregate import Estimate, summarise
 from mopmc.runtime.config import SIMULATORS, RuntimeConfig, load_config
-from mopmc.runtime.delay import FixedDelay, parse_delay_spec
+from mopmc.runtime.delay import FixedDelay, check_delay_scale, parse_delay_spec
 from mopmc.runtime.episode import EpisodeResult
 from mopmc.runtime.sweep import Setting, run_sweep, write_atomic
 
@@ -68,7 +68,7 @@ class Table1Spec:
         if not self.delays:
             raise ConfigError("--delays: give at least one delay spec, e.g. 0,0.2,0.4,exp:0.2")
         for d in self.delays:
-            parse_delay_spec(d)
+            check_delay_scale(parse_delay_spec(d), self.config.env.duration, "--delays")
         if len(set(self.delays)) != len(self.delays):
             raise ConfigError(f"--delays: repeated delay in {','.join(self.delays)}")
         if self.episodes < 2:
@@ -79,6 +79,7 @@ class Table1Spec:
             raise ConfigError(f"--bootstrap must be >= 0, got {self.bootstrap}")
         if self.simulator not in SIMULATORS:
             raise ConfigError(f"simulator must be 'stock' or 'fast', got {self.simulator!r}")
+        check_agent_file(self.agent)
 
     def policy_frequency(self) -> float:
         """Decisions per second of the agent (a trained agent's own; :class:`Setting` applies it)."""

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -30,7 +31,7 @@ from typing import NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError
-from mopmc.runtime.agents import shipped_agent_path
+from mopmc.runtime.agents import check_agent_file, shipped_agent_path
 from mopmc.runtime.config import RuntimeConfig, load_config
 from mopmc.runtime.episode import EpisodeResult
 from mopmc.runtime.metrics import HEADWAY_CAP, TTC_CAP
@@ -81,8 +82,18 @@ class Table4Spec:
     def check(self) -> None:
         if self.episodes < 2:
             raise ConfigError(f"--episodes must be >= 2 (bootstrap intervals), got {self.episodes}")
-        if not self.delays or any(not (d > 0) for d in self.delays):
+        if not self.delays or any(not (0 < d < math.inf) for d in self.delays):
             raise ConfigError(f"--delays: need positive average delays, got {list(self.delays)}")
+        from mopmc.runtime.delay import ExponentialDelay, check_delay_scale
+
+        for d in self.delays:
+            check_delay_scale(ExponentialDelay(d, None, f"exp:{d!r}"), self.config.env.duration, "--delays")
+        for option, score in (("--ttc-score", self.ttc_score), ("--hw-score", self.hw_score)):
+            if score is not None and not 0 <= score < math.inf:
+                raise ConfigError(f"{option} {score}: expected a finite number of seconds >= 0")
+        if self.bootstrap < 0:
+            raise ConfigError(f"--bootstrap must be >= 0, got {self.bootstrap}")
+        check_agent_file(self.agent)
         known = {c.name for c in self.config.switch.configurations} | {"uniform"}
         for m in self.methods:
             if m not in known:
