@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mopmc.design.automaton import Edge, Network, RewardItem, TimedAutomaton, Variable
-from mopmc.design.params import SwitchParameters, load_parameters, load_yaml, parse_parameters, read_text
+from mopmc.design.params import SwitchParameters, _integer, _mapping, load_parameters, load_yaml, parse_parameters, read_text
 from mopmc.design.probability import DelayDistribution, ProbabilityModel, ProbabilityTable
 from mopmc.errors import ConfigError
 
@@ -56,14 +56,6 @@ def _list(data: Any, where: str) -> list:
     return data
 
 
-def _mapping(data: Any, where: str) -> Mapping:
-    if data is None:
-        return {}
-    if not isinstance(data, Mapping):
-        raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
-    return data
-
-
 def _name(x: Any, where: str) -> str:
     """An identifier (it becomes a PRISM name: variables, clocks, components, actions)."""
     if not isinstance(x, str) or not _NAME.match(x):
@@ -83,12 +75,6 @@ def _strings(data: Any, where: str) -> tuple[str, ...]:
             raise ConfigError(f"{where}[{i}]: expected a text, got {type(x).__name__}")
         out.append(str(x))
     return tuple(out)
-
-
-def _integer(x: Any, where: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or (isinstance(x, float) and not x.is_integer()):
-        raise ConfigError(f"{where}: {x!r} is not an integer")
-    return int(x)
 
 
 def _number(x: Any, where: str) -> float:
