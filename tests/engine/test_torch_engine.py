@@ -172,10 +172,15 @@ def test_padded_levels_hybrid_layout_and_csr_fallback(device):
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120), m=st.integers(1, 3))
 def test_cyclic_blocks_dense_lu_equal_cpu_engine(device, seed, n, m):
+    _compare_cyclic(seed, n, m, device)
+
+
+def _compare_cyclic(seed, n, m, device, **options):
+    """:func:`_compare` on a random model with zero-reward end components, mixed senses and weights."""
     rng = np.random.default_rng(seed)
     model = zero_end_components(random_mdp(rng, n, m, zero_frac=0.5))
     senses = [("min", "max")[int(x)] for x in rng.integers(0, 2, m)]
-    _compare(model, total_objectives(m, senses), rng.uniform(-0.3, 1.0, m), device)
+    return _compare(model, total_objectives(m, senses), rng.uniform(-0.3, 1.0, m), device, **options)
 
 
 @pytest.mark.parametrize("device", DEVICES)
@@ -183,10 +188,7 @@ def test_cyclic_blocks_dense_lu_equal_cpu_engine(device, seed, n, m):
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120), m=st.integers(1, 3))
 def test_cyclic_blocks_sparse_lu_equal_cpu_engine(device, seed, n, m):
     """Blocks above ``dense_limit`` (here: all) by SuperLU on the host: exact, as the CPU engine."""
-    rng = np.random.default_rng(seed)
-    model = zero_end_components(random_mdp(rng, n, m, zero_frac=0.5))
-    senses = [("min", "max")[int(x)] for x in rng.integers(0, 2, m)]
-    got = _compare(model, total_objectives(m, senses), rng.uniform(-0.3, 1.0, m), device, dense_limit=0)
+    got = _compare_cyclic(seed, n, m, device, dense_limit=0)
     if got is not None:
         _, gpu, _, res = got
         assert res.error_bound == 0.0
