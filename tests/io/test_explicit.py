@@ -220,7 +220,7 @@ def _random_program(rng: np.random.Generator) -> str:
     out += module("M1", ["x", "b", "g"], ["  x : [0..3] init 0;", "  b : bool init false;", *counters])
     out += module("M2", ["y"], ["  y : [0..2] init 1;", "  [a] y = 0 -> (y'=1);", "  [b] y = 2 -> true;"])
     out += ['rewards "r1"', f"  {guard()} : {int(rng.integers(1, 4))};", f"  [a] {guard()} : 0.5;", "endrewards"]
-    out += ['rewards "r2"', f"  [] {guard()} : x + 1;", f"  [b] true : y / 3;", f"  [] {atom()} : 0.25;", "endrewards"]
+    out += ['rewards "r2"', f"  [] {guard()} : x + 1;", "  [b] true : y / 3;", f"  [] {atom()} : 0.25;", "endrewards"]
     out += [f'label "l" = {guard()};']
     return "\n".join(out) + "\n"
 

@@ -77,15 +77,23 @@ class Policy:
                              "a Policy or a Mixture")
 
     def check(self, model: SparseMDP) -> None:
-        """Every row's choice must belong to its entry's state and every entry must sum to 1."""
-        owner = np.repeat(np.arange(len(self.state)), np.diff(self.indptr))
+        """Every entry must list at least one choice, every row's choice must belong to its entry's
+        state and every entry's probabilities must sum to 1."""
+        counts = np.diff(self.indptr)
+        empty = np.flatnonzero(counts == 0)
+        if len(empty):
+            e = int(empty[0])
+            raise SchedulerError(f"scheduler entry {e} (state {int(self.state[e])}): no choices; "
+                                 "an entry must give a distribution over its state's choices")
+        owner = np.repeat(np.arange(len(self.state)), counts)
         s = self.state[owner]
         bad = np.flatnonzero((self.choice < model.row_groups[s]) | (self.choice >= model.row_groups[s + 1]))
         if len(bad):
             e = int(owner[bad[0]])
             raise SchedulerError(f"scheduler entry {e} (state {int(self.state[e])}): choice {int(self.choice[bad[0]])} "
                                  "is not a choice of that state; was the scheduler computed on another model?")
-        sums = np.add.reduceat(self.prob, self.indptr[:-1]) if len(self.prob) else np.zeros(0)
+        # (not np.add.reduceat: it gives an empty segment the next element, not 0)
+        sums = np.bincount(owner, weights=self.prob, minlength=len(self.state))
         off = np.flatnonzero(np.abs(sums - 1.0) > 1e-6)
         if len(off):
             raise SchedulerError(f"scheduler entry {int(off[0])} (state {int(self.state[off[0]])}): "

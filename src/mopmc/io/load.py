@@ -121,8 +121,9 @@ def load(
             formulas = tuple(_parse_without_program(properties, str(path)))
         validate(model)
         return LoadedModel(model, None, formulas, time.perf_counter() - start, "dtmc" if model.is_dtmc else "mdp")
-    program = storm.parse_program(path)
-    program = storm.define_constants(program, path, constants)
+    text = storm.read_model_text(path)  # once: Storm's parse and the constants scan it for divisions by zero
+    program = storm.parse_program(path, text)
+    program = storm.define_constants(program, path, constants, text)
     formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
     storm.check_labels(program, formulas, str(path))
     t_parse = time.perf_counter()
@@ -145,12 +146,13 @@ def load(
         floor = explicit.AUTO_MIN_SPACE if builder == "auto" else 0
         atoms = _atoms(program, formulas, str(path))
         model = explicit.build(path, constants, atoms, valuations=valuations, source=str(path), min_space=floor,
-                               before_explore=start_warmup)
+                               before_explore=start_warmup, text=text)
         if model is None and builder == "mopmc":
             raise UnsupportedModelError(
                 f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, unbounded integer variables, "
                 "atomic expressions in the properties, or an error Storm's builder reports); use --builder storm"
             )
+    del text
     start_warmup()  # (Storm's builder releases the GIL)
     used = "storm" if model is None else "mopmc"
     if model is None:

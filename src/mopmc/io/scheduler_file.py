@@ -13,7 +13,6 @@ or :class:`~mopmc.engine.evaluate.Mixture`, for :func:`mopmc.engine.evaluate.eva
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 

@@ -79,14 +79,24 @@ def _crash_error(where: str, lines: list[int], what: str) -> ModelSyntaxError:
 
 
 def _read_text(path: Path) -> str:
+    """The model file's text for the division scan ('' when unreadable: Storm's parse then words the error)."""
     try:
         return path.read_text(errors="replace")
     except OSError:
         return ""
 
 
-def parse_program(path: Path):
-    """Parse a PRISM or JANI file into a Storm symbolic description (PrismProgram or JaniModel)."""
+def read_model_text(path: Path) -> str:
+    """The text of a model file, read once by :func:`mopmc.io.load.load` and handed to
+    :func:`parse_program` and :func:`define_constants` (which otherwise each read it)."""
+    return _read_text(path)
+
+
+def parse_program(path: Path, text: str | None = None):
+    """Parse a PRISM or JANI file into a Storm symbolic description (PrismProgram or JaniModel).
+
+    ``text``: the file's text when the caller has read it (:func:`read_model_text`); else it is read here.
+    """
     sp = stormpy()
     suffix = path.suffix.lower()
 
@@ -96,7 +106,7 @@ def parse_program(path: Path):
             return model
         return sp.parse_prism_program(str(path), prism_compatibility=True)
 
-    lines = _risky_lines(_read_text(path))
+    lines = _risky_lines(_read_text(path) if text is None else text)
     if lines and not _survives(parse):
         raise _crash_error(str(path), lines, "parsing the model")
     try:
@@ -139,8 +149,12 @@ def constant_names(program) -> list[str]:
     return [c.name for c in program.constants if not c.defined]
 
 
-def define_constants(program, path: Path, constants: Mapping[str, str]):
-    """Substitute ``constants`` (name -> value text) into the program; reject unknown or missing names."""
+def define_constants(program, path: Path, constants: Mapping[str, str], text: str | None = None):
+    """Substitute ``constants`` (name -> value text) into the program; reject unknown or missing names.
+
+    ``text``: the text of ``path`` when the caller has it (as for :func:`parse_program`); it is
+    read here only when constants are given and ``text`` is not.
+    """
     sp = stormpy()
     known = {c.name for c in program.constants}
     defined = {c.name for c in program.constants if c.defined}
@@ -155,7 +169,7 @@ def define_constants(program, path: Path, constants: Mapping[str, str]):
             )
     if constants:
         spec = ",".join(f"{k}={v}" for k, v in constants.items())
-        lines = _risky_lines(_read_text(path))
+        lines = _risky_lines(_read_text(path) if text is None else text)
         if (lines or _risky_lines(spec)) and not _survives(lambda: sp.instantiate_constants(program, spec)):
             raise _crash_error(f"{path}: --const {spec}", lines, "substituting the constants")
         try:

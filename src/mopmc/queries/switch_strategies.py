@@ -6,6 +6,12 @@ whenever it is enabled). A configuration choice is a choice labelled ``conf`` (o
 whose successor sets the configuration variable to the configuration's value. Every other state
 takes its first choice: in the switch models the only other nondeterminism is the order in which
 independent recorder steps interleave, which does not change any value.
+
+A model may have no ``ex_s`` choice at all: when the episode is shorter than the lock (``n < k``)
+the switch can never leave the secondary, and Storm's build of such a PRISM model then has no
+``ex_s`` action name either (a UMB written by ``mopmc design build`` keeps the unused name). The
+strategies are then the same without exits. A model without the configuration variable or without
+``conf`` choices is not a switch model: an :class:`~mopmc.errors.UnknownNameError` says so.
 """
 
 from __future__ import annotations
@@ -17,20 +23,32 @@ from mopmc.errors import UnknownNameError
 from mopmc.model.sparse_mdp import SparseMDP
 
 
+def _switch_parts(model: SparseMDP, variable: str, conf_action: str, exit_action: str | None):
+    """The configuration variable's values per state, the action of each choice, the id of
+    ``conf_action`` and of ``exit_action`` (-1 when the model has no such choice); or an
+    UnknownNameError saying why ``model`` is not a switch model."""
+    if model.valuations is None or variable not in model.valuations.names:
+        raise UnknownNameError(f"{model.source}: not a switch model: the switch strategies need the configuration "
+                               f"variable {variable!r} in the state valuations (load the model with valuations)")
+    names = tuple(model.action_names)
+    have = ", ".join(a for a in names if a) or "(none)"
+    if model.actions is None or conf_action not in names:
+        raise UnknownNameError(f"{model.source}: not a switch model: the switch strategies need choices labelled "
+                               f"{conf_action!r}; the model's actions are {have}")
+    acts = np.asarray(model.actions)
+    conf_id = names.index(conf_action)
+    if not np.any(acts == conf_id):
+        raise UnknownNameError(f"{model.source}: not a switch model: no choice is labelled {conf_action!r} "
+                               f"(the action name is declared but unused)")
+    exit_id = names.index(exit_action) if exit_action is not None and exit_action in names else -1
+    vals = model.valuations.values[:, model.valuations.names.index(variable)]
+    return vals, acts, conf_id, exit_id
+
+
 def switch_strategy(model: SparseMDP, configuration: int | str, *, variable: str = "conf",
                     conf_action: str = "conf", exit_action: str = "ex_s") -> Policy:
     """The memoryless policy ``C_configuration`` (``1..K``) or ``"uniform"``; see the module docstring."""
-    if model.valuations is None or variable not in model.valuations.names:
-        raise UnknownNameError(f"{model.source}: the switch strategies need the configuration variable {variable!r} "
-                               "in the state valuations (load the model with valuations)")
-    if conf_action not in model.action_names or exit_action not in model.action_names:
-        raise UnknownNameError(f"{model.source}: the switch strategies need actions {conf_action!r} and "
-                               f"{exit_action!r}; the model has {', '.join(a for a in model.action_names if a)}")
-    col = model.valuations.names.index(variable)
-    vals = model.valuations.values[:, col]
-    acts = np.asarray(model.actions)
-    conf_id = model.action_names.index(conf_action)
-    exit_id = model.action_names.index(exit_action)
+    vals, acts, conf_id, exit_id = _switch_parts(model, variable, conf_action, exit_action)
     single = (model.indptr[1:] - model.indptr[:-1]) == 1
     succ_conf = np.where(single, vals[model.targets[model.indptr[:-1]]], -1)
     is_conf = acts == conf_id
@@ -63,8 +81,11 @@ def switch_strategy(model: SparseMDP, configuration: int | str, *, variable: str
 
 
 def configurations(model: SparseMDP, *, variable: str = "conf", conf_action: str = "conf") -> list[int]:
-    """The configuration values that ``conf`` choices select, in increasing order."""
-    col = model.valuations.names.index(variable)
-    acts = np.asarray(model.actions)
-    conf = np.flatnonzero(acts == model.action_names.index(conf_action))
-    return sorted({int(model.valuations.values[model.targets[model.indptr[c]], col]) for c in conf})
+    """The configuration values that ``conf`` choices select, in increasing order.
+
+    Raises :class:`~mopmc.errors.UnknownNameError` when ``model`` is not a switch model (no
+    configuration variable in its valuations, or no ``conf`` choices).
+    """
+    vals, acts, conf_id, _ = _switch_parts(model, variable, conf_action, None)
+    conf = np.flatnonzero(acts == conf_id)
+    return sorted({int(vals[model.targets[model.indptr[c]]]) for c in conf})

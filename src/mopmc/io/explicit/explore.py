@@ -25,7 +25,7 @@ import numpy as np
 
 from mopmc import workers as pool
 from mopmc.io.explicit import kernels
-from mopmc.io.explicit.kernels import NEED_ROOM, OK, OUT_OF_BOUNDS
+from mopmc.io.explicit.kernels import NEED_ROOM, OK, OUT_OF_BOUNDS  # noqa: F401 (OUT_OF_BOUNDS: program.py reads it here)
 from mopmc.io.explicit.kernels import kernel as _kernel
 
 

@@ -30,23 +30,25 @@ def build(
     source: str | None = None,
     min_space: int = 0,
     before_explore: Callable[[], None] | None = None,
+    text: str | None = None,
 ) -> SparseMDP | None:
     """Build the PRISM model in ``path`` ourselves; ``None`` when it needs Storm's builder, or when
     its variables span fewer than ``min_space`` valuations (a small model: Storm's builder is done
     before numba has started). ``atoms``: the properties' atomic expressions (Storm's printed
     text, :func:`mopmc.properties.states.atomic_expressions`), built as labels of that name;
     ``None`` when they are not known (Storm's builder then adds them). ``before_explore``: called
-    once the explorer's kernels are loaded, just before the exploration (which releases the GIL)."""
+    once the explorer's kernels are loaded, just before the exploration (which releases the GIL).
+    ``text``: the file's text when the caller has read it (else it is read here)."""
     if path.suffix.lower() not in storm.PRISM_SUFFIXES or atoms is None:
         return None
     try:
-        text = strip_comments(path.read_text())
+        text = strip_comments(path.read_text() if text is None else text)
         reward_names, items = reward_items(text)
         atoms = list(atoms)
         program = storm.parse_program_text(with_items_module(text, items, atoms), path)
         if program is None:
             return None
-        program = storm.define_constants(program, path, constants)
+        program = storm.define_constants(program, path, constants, text)  # (comments stripped line by line)
         program = program.substitute_constants().substitute_formulas()
         if program.model_type.name not in ("MDP", "DTMC") or program.has_initial_states_expression:
             return None  # (with an init block, variables have no initial values to read)
