@@ -133,3 +133,26 @@ def test_bad_plot_paths(tmp_path):
     assert_one_line_error(run_mopmc("convex", files.tradeoff, "--prop", PROP, "--plot", tmp_path / "x.txt"), "--plot", ".png")
     assert_one_line_error(run_mopmc("convex", files.tradeoff, "--prop", PROP, "--plot", tmp_path / "no" / "x.png"),
                           "--plot", "does not exist")
+
+
+def test_bad_binding_is_refused_before_the_model_is_loaded(tmp_path):
+    """--binding is checked first: a model path that does not exist is not what the error names."""
+    import json
+
+    missing = tmp_path / "no-such-model.prism"
+    sched = tmp_path / "s.json"
+    r = run_mopmc("convex", missing, "--prop", PROP, "--export-scheduler", sched, "--binding", "paper_switch")
+    assert_one_line_error(r, "--binding paper_switch", "no such binding", "paper-switch")
+    # --binding without --export-scheduler was silently ignored
+    r = run_mopmc("convex", missing, "--prop", PROP, "--binding", "paper-switch")
+    assert_one_line_error(r, "--binding paper-switch", "requires --export-scheduler")
+    # a runtime binding document with a missing key: named now, not after the query
+    bad = tmp_path / "b.json"
+    bad.write_text(json.dumps({"timestep": "s"}))
+    r = run_mopmc("convex", missing, "--prop", PROP, "--export-scheduler", sched, "--binding", bad)
+    assert_one_line_error(r, "--binding", "b.json", "missing key(s)", "actions")
+    not_json = tmp_path / "b.txt"
+    not_json.write_text("not json")
+    r = run_mopmc("convex", missing, "--prop", PROP, "--export-scheduler", sched, "--binding", not_json)
+    assert_one_line_error(r, "--binding", "cannot read a JSON binding")
+    assert not sched.exists()

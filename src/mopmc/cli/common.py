@@ -35,6 +35,17 @@ def parse_consts(specs: list[str] | None) -> dict[str, str]:
     return out
 
 
+def ray_option(value: str | None) -> str | None:
+    """Typer callback of the ``--ray ADDRESS`` options: an address that does not parse, or where
+    nothing listens, is refused while the arguments are parsed (one line, exit 2), before the
+    command starts or creates its output folder (:func:`mopmc.runtime.ray_adapter.check_address`)."""
+    if value is not None:
+        from mopmc.runtime.ray_adapter import check_address
+
+        check_address(value)
+    return value
+
+
 def _clean(obj: Any) -> Any:
     """Replace NaN by None and infinities by strings, so the JSON is strict."""
     if isinstance(obj, float):

@@ -95,21 +95,29 @@ def load_binding(spec: str | None):
 
     from mopmc.io.scheduler_file import runtime_binding
 
-    if spec == "paper-switch":
+    from mopmc.design.spec import BUILTIN
+
+    if spec in BUILTIN:
         from mopmc.design.spec import load_design
 
-        return runtime_binding(load_design("paper-switch"))
+        return runtime_binding(load_design(spec))
+    if not Path(spec).is_file():
+        raise PropertyError(f"--binding {spec}: no such binding; give a built-in one ({', '.join(BUILTIN)}) or a binding "
+                            "JSON file (MODEL.binding.json of mopmc design build)")
     try:
         doc = json.loads(Path(spec).read_text())
     except (OSError, ValueError) as exc:
         raise PropertyError(f"--binding {spec}: cannot read a JSON binding ({exc})") from None
-    if isinstance(doc, dict) and doc.get("format") == "mopmc-switch-binding/1":
-        from mopmc.errors import SchedulerError
+    from mopmc.errors import SchedulerError
 
+    if isinstance(doc, dict) and doc.get("format") == "mopmc-switch-binding/1":
         try:
             return runtime_binding(doc)
         except (SchedulerError, KeyError, TypeError, ValueError) as exc:
             raise PropertyError(f"--binding {spec}: {exc}") from None
+    from mopmc.runtime.scheduler import _Reader, _read_binding
+
+    _read_binding(_Reader(f"--binding {spec}"), doc)  # the runtime's checks now, not after the query
     return doc
 
 
@@ -137,6 +145,10 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     from mopmc.queries.tolerances import check_tolerances
 
     check_tolerances(eps_rel, eps_abs, max_iter, names=("--eps-rel", "--eps-abs", "--max-iter"))
+    if binding is not None and export_path is None:
+        raise PropertyError(f"--binding {binding}: the binding goes into the exported scheduler file; "
+                            "it requires --export-scheduler FILE")
+    bind = load_binding(binding)  # a misspelt or malformed binding fails before the model is built
     loaded, p = load_multi(model, prop, const, valuations=export_path is not None, engine=engine, device=device)
     # imported only now (0.24 s, scipy.sparse and the QP solver): the warm-up thread imports it
     # while the model is explored, which leaves the GIL free
@@ -145,7 +157,6 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     m = len(p.objectives)
     t = parse_vector(target, "--target", m)
     w = parse_vector(weights, "--weights", m)
-    bind = load_binding(binding)
     callback, stop = progress_reporter() if not json_out else (None, lambda: None)
     try:
         res = convex_query(loaded.model, p.objectives, loss, target=t, weights=w, soft=soft, eps_rel=eps_rel,

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from pathlib import Path
@@ -10,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from mopmc.cli.common import print_json, run_cli
+from mopmc.cli.common import print_json, ray_option, run_cli
 
 app = typer.Typer(help="Design switches as timed automata; build the MDP; draw the automata.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -91,7 +90,7 @@ def sensitivity(
                                help="Perturbation levels (relative), comma-separated."),
     eps_rel: float = typer.Option(1e-7, "--eps-rel", help="Relative gap of each convex query."),
     workers: int = typer.Option(1, "--workers", help="Processes running the queries side by side (with --ray local: its CPUs)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Run the queries as Ray tasks: 'local' starts a local instance, else a cluster address."),
+    ray: Optional[str] = typer.Option(None, "--ray", callback=ray_option, help="Run the queries as Ray tasks: 'local' starts a local instance, else a cluster address."),
     engine: str = typer.Option("kernel", "--engine", help="kernel (CPU) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Draw OUT/figure9.png (needs matplotlib)."),
@@ -104,6 +103,7 @@ def sensitivity(
         from mopmc.design import sensitivity as sens
         from mopmc.design.params import load_parameters
         from mopmc.errors import ConfigError, DependencyError
+        from mopmc.queries.tolerances import check_eps_rel
 
         if engine not in ("kernel", "torch"):
             raise ConfigError(f"--engine {engine!r}: use kernel or torch")
@@ -115,8 +115,7 @@ def sensitivity(
             check_device_name(device)
         if loss not in ("mse", "var"):
             raise ConfigError(f"--loss {loss!r}: use mse or var")
-        if not (math.isfinite(eps_rel) and eps_rel >= 0):
-            raise ConfigError(f"--eps-rel {eps_rel}: give a finite tolerance >= 0")
+        check_eps_rel(eps_rel)
         _check_n(n)
         try:
             lv = tuple(float(x) for x in levels.split(",") if x.strip())

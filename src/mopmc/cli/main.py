@@ -11,9 +11,11 @@ from importlib import import_module
 from typing import List, Optional
 
 import typer
+import typer.main
 
 from mopmc import __version__
 from mopmc.cli.common import fail, parse_consts, print_json, run_cli
+from mopmc.errors import MopmcError
 
 app = typer.Typer(
     name="mopmc",
@@ -108,20 +110,62 @@ def _register_optional() -> None:
             app.add_typer(sub, name=name)
 
 
+def _click_exceptions():
+    """The exception module of the Click that Typer runs on: ``click.exceptions``, or the copy that
+    newer Typers carry inside them (``typer.BadParameter`` is that module's class in both)."""
+    return sys.modules[typer.BadParameter.__module__]
+
+
+def usage_message(exc) -> str:
+    """A Click usage error (unknown option or command, missing argument, bad value) as the one line
+    :func:`fail` prints: Click's message, then the command it concerns and where its help is."""
+    text = " ".join(str(exc.format_message()).split())
+    if text[:1].isupper() and text[1:2].islower():  # "No such option" -> "no such option", not "JSON"
+        text = text[0].lower() + text[1:]
+    if text.endswith(".") and not text.endswith(".."):
+        text = text[:-1]
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        text += f" (in '{ctx.command_path}'; see '{ctx.command_path} --help')"
+    return text
+
+
 def main() -> None:
-    """Entry point of the ``mopmc`` script: never a traceback for user errors."""
+    """Entry point of the ``mopmc`` script: never a traceback for user errors.
+
+    Click runs with ``standalone_mode=False``, so that its usage errors (an unknown option or
+    command, a missing argument, a value of the wrong type) reach this function and become one
+    line on stderr with exit code 2, instead of Typer's boxed message. In that mode Click returns
+    the code of a ``typer.Exit`` (``--help``, ``--version``) instead of exiting; the commands
+    themselves return None and exit through ``SystemExit`` (:func:`fail`), which passes through."""
     from mopmc.cli.allocator import keep_freed_memory
 
     keep_freed_memory()
+    click_exc = _click_exceptions()
     try:
         _register_optional()
-        app()
+        command = typer.main.get_command(app)
+        code = command.main(args=sys.argv[1:], prog_name="mopmc", standalone_mode=False)
     except SystemExit:
         raise
+    except click_exc.UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare ``mopmc`` or ``mopmc design``: the help, exit 2
+            if exc.format_message().strip():  # Typer's rich help is already printed on stdout
+                exc.show()
+            raise SystemExit(exc.exit_code) from None
+        fail(usage_message(exc), 2)
+    except click_exc.ClickException as exc:  # e.g. a FileError of a click.File parameter
+        fail(" ".join(str(exc.format_message()).split()), exc.exit_code)
+    except MopmcError as exc:  # raised while the options are parsed (a --ray address): one line
+        fail(exc.one_line(), exc.exit_code)
+    except typer.Abort:  # Click turns an EOF or Ctrl-C outside a command body into Abort
+        fail("interrupted", 130)
     except Exception as exc:  # an internal error: one line, exit 1, traceback only with --verbose
         if "--verbose" in sys.argv:
             traceback.print_exc()
         fail(f"internal error: {type(exc).__name__}: {exc}", 1)
+    if isinstance(code, int) and not isinstance(code, bool):
+        raise SystemExit(code)
 
 
 def entry() -> None:

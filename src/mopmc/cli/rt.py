@@ -15,6 +15,8 @@ from typing import Optional
 
 import typer
 
+from mopmc.cli.common import ray_option
+
 app = typer.Typer(help="Real-time highway runtime: delays, switch, secondary controllers, metrics.", no_args_is_help=True)
 
 
@@ -138,13 +140,18 @@ def estimate(
 
 
 def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, level) -> None:  # type: ignore[no-untyped-def]
+    from mopmc.design.params import episode_length
     from mopmc.errors import ConfigError
     from mopmc.runtime.config import RuntimeConfig, load_config
     from mopmc.runtime.estimate import Score, estimate_parameters, load_logs, reference_scores, write_parameters
 
     _seconds("--ttc-score", [] if ttc_score is None else [ttc_score])
     _seconds("--hw-score", [] if hw_score is None else [hw_score])
+    if n is not None:  # named as the option, before the logs are read (the written file's check would name --out)
+        episode_length(n, "--n")
     cfg = load_config(config) if config is not None else RuntimeConfig()
+    if n is None:
+        episode_length(round(cfg.env.duration * cfg.env.policy_frequency), "n (env.duration x env.policy_frequency; give --n)")
     if reference is None and (ttc_score is None or hw_score is None):
         raise ConfigError("give --reference RUN (its P10 TTC and P50 HW are the scores) or both --ttc-score and --hw-score")
     ref = reference_scores(load_logs([reference]), str(reference)) if reference is not None else None
@@ -199,7 +206,7 @@ def table4(
     ttc_score: Optional[float] = typer.Option(None, "--ttc-score", help="PR TTC score [s] (default: the no-switch P10 TTC at each delay)."),
     hw_score: Optional[float] = typer.Option(None, "--hw-score", help="PR HW score [s] (default: the no-switch P50 HW at each delay)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Local processes (default: all CPUs; 0 = in this process)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
+    ray: Optional[str] = typer.Option(None, "--ray", callback=ray_option, help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the paired differences."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table4.png (needs matplotlib)."),
     fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env, about 2x faster)."),
@@ -233,7 +240,7 @@ def table1(
     seed: int = typer.Option(0, "--seed", help="Root seed (the same traffic under every delay)."),
     config: Optional[Path] = typer.Option(None, "--config", help="Runtime config file (JSON or YAML)."),
     workers: Optional[int] = typer.Option(None, "--workers", help="Local processes (default: all CPUs; 0 = in this process)."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
+    ray: Optional[str] = typer.Option(None, "--ray", callback=ray_option, help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the episodes."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table1.png (needs matplotlib)."),
     fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env)."),

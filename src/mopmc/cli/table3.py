@@ -194,15 +194,12 @@ def table3_cmd(
     """The paper's Table 3: direct evaluations, minima, achievability and convex queries, with Storm beside."""
 
     def body():
-        import math
-
         from rich.console import Console
 
         from mopmc.design.build import check_output
-        from mopmc.errors import ConfigError
+        from mopmc.queries.tolerances import check_eps_rel
 
-        if not (math.isfinite(eps_rel) and eps_rel >= 0):
-            raise ConfigError(f"--eps-rel {eps_rel}: give a finite tolerance >= 0")
+        check_eps_rel(eps_rel)
         if export_scheduler:
             check_output(export_scheduler, "--export-scheduler")
         console = Console(stderr=True)

@@ -18,3 +18,11 @@ def check_tolerances(eps_rel: float, eps_abs: float, max_iter: int, names=("eps_
         raise PropertyError(f"{names[0]} and {names[1]} are both 0: give at least one positive tolerance")
     if max_iter < 0:
         raise PropertyError(f"{names[2]} must be >= 0, got {max_iter}")
+
+
+def check_eps_rel(eps_rel: float, name: str = "--eps-rel") -> float:
+    """A relative gap alone (``mopmc table3``, ``mopmc design sensitivity``, where the absolute one
+    is the query's default): a finite tolerance >= 0."""
+    if not math.isfinite(eps_rel) or eps_rel < 0:
+        raise PropertyError(f"{name} {eps_rel}: give a finite tolerance >= 0")
+    return eps_rel
