@@ -220,26 +220,25 @@ def test_spec_files_with_repeated_keys_or_binary_bytes(tmp_path):
     (lambda d: d.update(k=10**9), ["k = 1000000000"]),
     (lambda d: d.update(format="other/9"), ["format 'other/9' is not 'mopmc-switch-parameters/1'"]),
     (lambda d: d.update(configurations={"a": 1}), ["configurations: expected a list, got dict"]),
-    (lambda d: d["configurations"][0].update(t="x"), ["configurations[0].t: 'x' is not a number"]),
-    (lambda d: d["configurations"][0].update(t=0), ["configurations[0].t: the deadline must be > 0"]),
-    (lambda d: d["configurations"][0].update(t=-0.1), ["configurations[0].t: the deadline must be > 0"]),
+    (lambda d: d["configurations"][0].update(t="x"), ["configurations[0].t: 'x' is not a finite number"]),
+    (lambda d: d["configurations"][0].update(t=-0.1), ["configurations[0].t: the deadline must be >= 0"]),
     (lambda d: d["configurations"][0].update(t=float("nan")), ["configurations[0].t: nan is not a finite number"]),
     (lambda d: d["configurations"][0].update(controller="x"), ["configurations[0].controller: 'x' is not an integer"]),
     (lambda d: d["configurations"][0].update(controller=1.7), ["configurations[0].controller: 1.7 is not an integer"]),
     (lambda d: d["configurations"][0].update(name=[1]), ["configurations[0].name: [1] is not a name"]),
-    (lambda d: d["configurations"][0].update(enter=True), ["configurations[0].enter: True is not a number"]),
-    (lambda d: d.update(costs={"primary": "x"}), ["costs.primary: 'x' is not a number"]),
+    (lambda d: d["configurations"][0].update(enter=True), ["configurations[0].enter: True is not a finite number"]),
+    (lambda d: d.update(costs={"primary": "x"}), ["costs.primary: 'x' is not a finite number"]),
     (lambda d: d.update(costs={"primary": float("nan")}), ["costs.primary: nan is not a finite number"]),
     (lambda d: d.update(costs={"secondary": -2}), ["costs.secondary: -2 is negative"]),
-    (lambda d: d.update(delay={"scale": "x"}), ["delay.scale: 'x' is not a number"]),
+    (lambda d: d.update(delay={"scale": "x"}), ["delay.scale: 'x' is not a finite number"]),
     (lambda d: d.update(metrics=["hw", "ttc", "ld"]), ["metrics: expected a mapping, got list"]),
-    (lambda d: d["metrics"]["hw"].update(score="x"), ["metrics.hw.score: 'x' is not a number"]),
+    (lambda d: d["metrics"]["hw"].update(score="x"), ["metrics.hw.score: 'x' is not a finite number"]),
     (lambda d: d["metrics"]["hw"].update(provenance=[1]), ["metrics.hw.provenance: expected a mapping, got list"]),
     (lambda d: d.update(provenance=[1]), ["p.yaml: provenance: expected a mapping, got list"]),
     (lambda d: d["metrics"]["hw"].update(reward="head way"), ["metrics.hw.reward: 'head way' is not a name"]),
     # two metrics counted into one reward model (or into ctrl_cost) gave a silently wrong model
-    (lambda d: d["metrics"]["ttc"].update(reward="headway_cost"), ["reward model 'headway_cost' is used twice"]),
-    (lambda d: d["metrics"]["ld"].update(reward="ctrl_cost"), ["reward model 'ctrl_cost' is used twice"]),
+    (lambda d: d["metrics"]["ttc"].update(reward="headway_cost"), ["metrics.ttc.reward: reward model 'headway_cost' is used twice"]),
+    (lambda d: d["metrics"]["ld"].update(reward="ctrl_cost"), ["metrics.ld.reward: 'ctrl_cost' is the controllers' reward model"]),
 ])
 def test_malformed_parameter_values_are_named_errors(mutate, fragments):
     data = _table3_data()
@@ -314,3 +313,124 @@ def test_table3_refuses_a_model_that_is_not_a_switch_and_bad_outputs(tmp_path):
     assert_one_line_error(run_mopmc("table3", model, "--no-storm", "--export-scheduler", tmp_path / "folder"),
                           "--export-scheduler", "is a directory")
     assert_one_line_error(run_mopmc("table3", model, "--no-storm", "--eps-rel", "nan"), "--eps-rel nan")
+
+
+# ------------------------------------------------------------------------- review of the input audit
+def test_numbers_with_an_exponent_are_numbers(tmp_path):
+    """PyYAML (YAML 1.1) reads ``1e-3`` as text; ``float()`` took it before the audit, whose type checks
+    refused it ("'1e-3' is not a number"). JSON and YAML 1.2 read it as a number, and so do we."""
+    text = resources_text("table3.yaml")
+    for old, new in (("n: 40", "n: 4e1"), ("score: 3.9710", "score: 3.971e0"),
+                     ("exit: 0.16223244648929785", "exit: 16.223244648929785E-2"), ("scale: 0.2", "scale: 2e-1")):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    path = tmp_path / "p.yaml"
+    path.write_text(text)
+    p, table3 = load_parameters(path), load_parameters("table3")
+    assert p.n == 40 and isinstance(p.n, int)
+    assert (p.metrics[0].score, p.delay.scale) == (3.971, 0.2)
+    assert abs(p.configurations[0].exit - table3.configurations[0].exit) < 1e-15
+    spec = yaml.safe_dump(SPEC).replace("scale: 0.2", "scale: 2e-1").replace("name: tiny", "name: 1e3")
+    assert "scale: 2e-1" in spec and "name: 1e3" in spec
+    (tmp_path / "tiny.yaml").write_text(spec)
+    d = load_design(tmp_path / "tiny.yaml")
+    assert d.provider.providers[0].scale == 0.2 and d.network.name == "1000.0"
+    text = text.replace("n: 4e1", 'n: "40"')  # a quoted number stays a text
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"p.yaml: n: '40' is not an integer"):
+        load_parameters(path)
+
+
+def resources_text(name):
+    from importlib import resources
+
+    return resources.files("mopmc.design").joinpath("data", name).read_text()
+
+
+def test_a_deadline_of_zero_is_the_secondary_from_the_first_step():
+    """t = 0 (what the runtime config allows, P(delay >= 0) = 1) built before the audit refused it."""
+    from mopmc.design.build import convert_design
+    from mopmc.design.spec import switch_design
+
+    data = _table3_data()
+    data["n"] = 3
+    data["configurations"][1]["t"] = 0
+    del data["configurations"][1]["enter"]  # from the delay distribution: P(delay >= 0) = 1
+    p = parse_parameters(data, "p.yaml")
+    assert p.configurations[1].t == 0.0 and p.configurations[1].name == "t0.1-ctrl1"
+    assert convert_design(switch_design(p)).model.n_states > 1
+
+
+def test_reward_null_is_the_default_reward_model():
+    data = _table3_data()
+    data["metrics"]["ld"]["reward"] = None  # was the reward model "None"
+    assert [m.reward for m in parse_parameters(data, "p.yaml").metrics] == ["headway_cost", "ttc_cost", "ld_cost"]
+
+
+def test_spec_and_parameter_file_share_one_wording():
+    """One helper for numbers and names: a bad number or name reads the same in both files."""
+    from mopmc.design import params, spec
+
+    assert spec._number is params._number and spec._name is params._name
+    data = _table3_data()
+    data["metrics"]["hw"]["reward"] = "head way"
+    with pytest.raises(ConfigError) as err:
+        parse_parameters(data, "p.yaml")
+    assert str(err.value) == "p.yaml: metrics.hw.reward: 'head way' is not a name (letters, digits and _, not starting with a digit)"
+    data = _table3_data()
+    data["configurations"][0]["exit"] = "x"
+    with pytest.raises(ConfigError) as err:
+        parse_parameters(data, "p.yaml")
+    assert str(err.value) == "p.yaml: configurations[0].exit: 'x' is not a finite number"
+
+
+def _doc_blocks(name):
+    import re
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "docs" / name
+    if not path.is_file():
+        pytest.skip(f"{path} is not here (an installed package)")
+    return re.findall(r"```yaml\n(.*?)```", path.read_text(), re.S)
+
+
+def test_the_examples_in_the_docs_pass_the_validation(tmp_path):
+    """Every YAML example of docs/design.md and docs/parameter-file.md that is a whole file loads."""
+    from mopmc.design.build import convert_design
+
+    loaded = 0
+    for doc in ("design.md", "parameter-file.md"):
+        for i, block in enumerate(_doc_blocks(doc)):
+            path = tmp_path / f"{doc}.{i}.yaml"
+            path.write_text(block)
+            if "automata:" in block:
+                d = load_design(path)
+            elif "configurations:" in block:
+                d = load_design("paper-switch", path)
+            else:
+                continue  # a fragment (the estimator's provenance)
+            assert convert_design(d).model.n_states > 1, (doc, i)
+            loaded += 1
+    assert loaded >= 2
+
+
+@pytest.mark.parametrize("delay, fragment", [
+    ({"scale": 0}, "p.yaml: delay.scale: the delay scale must be > 0 seconds, not 0"),
+    ({"scale": -0.2}, "p.yaml: delay.scale: the delay scale must be > 0 seconds, not -0.2"),
+    ({"truncate": 0}, "p.yaml: delay.truncate: the truncation must be > 0 seconds (or null), not 0"),
+    ({"distribution": "uniform"}, "p.yaml: delay.distribution: 'uniform' is not supported"),
+])
+def test_a_bad_delay_law_is_named_where_it_is_written(tmp_path, delay, fragment):
+    """These were accepted in a parameter file whose configurations all give ``enter``, and failed
+    without the file or key ("delay scale must be > 0, not 0.0") when one did not."""
+    data = _table3_data()
+    data["delay"] = delay
+    with pytest.raises(ConfigError) as err:
+        parse_parameters(data, "p.yaml")
+    assert fragment in str(err.value)
+    spec = yaml.safe_load(yaml.safe_dump(SPEC))
+    spec["probabilities"]["delays"][0].update(delay)
+    (tmp_path / "x.yaml").write_text(yaml.safe_dump(spec))
+    with pytest.raises(ConfigError) as err:
+        load_design(tmp_path / "x.yaml")
+    assert fragment.replace("p.yaml: delay", "x.yaml: probabilities.delays[0]") in str(err.value)

@@ -129,7 +129,7 @@ def test_cli_simulate_rejects_bad_option_values(args, fragment) -> None:
 @pytest.mark.parametrize("experiment, args, fragment", [
     ("table4", ["--ttc-score", "nan"], "--ttc-score nan"),             # an internal error when writing the JSON
     ("table4", ["--bootstrap", "-1"], "--bootstrap must be >= 0"),
-    ("table4", ["--delays", "inf"], "--delays"),                       # failed mid-sweep, under the progress bar
+    ("table4", ["--delays", "inf"], "--delays: need positive average delays"),  # failed mid-sweep, under the progress bar
     ("table4", ["--agent", "nosuch.zip"], "--agent: agent file 'nosuch.zip' does not exist"),
     ("table4", ["--workers", "-2"], "--workers must be >= 0"),
     ("table1", ["--workers", "-1"], "--workers must be >= 0"),
@@ -167,3 +167,42 @@ def test_cli_estimate_rejects_bad_scores_logs_and_outputs(tmp_path) -> None:
     _fails_with_one_line(["estimate", str(log), "--out", str(tmp_path / "out.yaml"), "--ttc-score", "5", "--hw-score", "2",
                           "--config", str(cfg)], "--out")
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_cli_estimate_names_a_bad_episode_length_as_the_option(tmp_path) -> None:
+    """``--n 0`` was refused by the check of the written file, naming ``--out`` ("p.yaml: n = 0")."""
+    cfg = tmp_path / "rt.json"
+    cfg.write_text(json.dumps({"env": {"duration": 2, "vehicles": 2, "max_substep": 0.0667}}))
+    log = tmp_path / "log.csv"
+    result = runner.invoke(app, ["simulate", "--episodes", "2", "--agent", "idm", "--config", str(cfg), "--switch", "C1",
+                                 "--log", str(log)])
+    assert result.exit_code == 0, result.output
+    args = ["estimate", str(log), "--out", str(tmp_path / "p.yaml"), "--ttc-score", "5", "--hw-score", "2"]
+    _fails_with_one_line([*args, "--config", str(cfg), "--n", "0"], "--n 0: the episode length must be between 1 and 10000")
+    _fails_with_one_line([*args, "--config", str(cfg), "--n", "20000"], "--n 20000: the episode length")
+    long = tmp_path / "long.json"
+    long.write_text(json.dumps({"env": {"duration": 2000, "policy_frequency": 15, "vehicles": 2, "max_substep": 0.0667}}))
+    _fails_with_one_line([*args, "--config", str(long)], "n (env.duration x env.policy_frequency; give --n) = 30000")
+    assert not (tmp_path / "p.yaml").exists()
+    result = runner.invoke(app, [*args, "--config", str(cfg), "--n", "7"])
+    assert result.exit_code == 0, result.output
+    assert "n: 7\n" in (tmp_path / "p.yaml").read_text()
+
+
+def test_config_files_refuse_repeated_keys_and_read_exponents_as_numbers(tmp_path) -> None:
+    """YAML and JSON configs: a key given twice was silently overwritten by the last one; a number
+    with an exponent (``5e-3``) was text in YAML and refused as 'not a number'."""
+    from mopmc.runtime.config import load_config
+
+    y = tmp_path / "rt.yaml"
+    y.write_text("switch:\n  exit_headway: 1.2e+0\n  secondary_delay: 5e-3\n")
+    cfg = load_config(y)
+    assert (cfg.switch.secondary_delay, cfg.switch.exit_headway) == (0.005, 1.2)
+    y.write_text("env:\n  vehicles: 3\n  vehicles: 4\n")
+    with pytest.raises(ConfigError, match=r"rt\.yaml: line 3: key 'vehicles' is given twice"):
+        load_config(y)
+    j = tmp_path / "rt.json"
+    j.write_text('{"env": {"vehicles": 3, "lanes": 2, "vehicles": 4}}')
+    with pytest.raises(ConfigError, match=r"rt\.json: key 'vehicles' is given twice in one object"):
+        load_config(j)
+    _fails_with_one_line(["simulate", "--config", str(j), "--episodes", "1", "--agent", "idm"], "given twice")

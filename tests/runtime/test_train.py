@@ -168,7 +168,7 @@ def test_a_corrupt_run_folder_is_one_error(tmp_path):
         _prepare_output(config, out)
     (out / "train_config.json").unlink()
     (out / "checkpoint.json").write_text("[1]")
-    with pytest.raises(ConfigError, match="checkpoint.json: expected a JSON dict"):
+    with pytest.raises(ConfigError, match="checkpoint.json: expected a JSON object;"):
         _prepare_output(config, out)
     (out / "checkpoint.json").write_text('{"folder": 3}')
     with pytest.raises(ConfigError, match="names no checkpoint folder"):

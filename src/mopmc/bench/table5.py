@@ -101,18 +101,29 @@ def run_table5(
     return write_outputs(out)
 
 
+#: the measured times and sizes a record may hold: numbers (or null); the summary line and the ratios compute with them
+_NUMBERS = ("e2e", "build", "load", "check", "peak_mib", "states", "choices", "transitions")
+
+
 def read_record(path: Path) -> dict | None:
-    """A (cell, query) record, or ``None`` where the file is not one (damaged, foreign)."""
+    """The (cell, query) record at ``path``, or ``None`` where the file is not one: damaged, or
+    foreign (a record of another cell or query, which would stand in for this one's measurement)."""
     try:
         rec = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         return None
     if not isinstance(rec, dict) or not isinstance(rec.get("status"), str) or rec.get("query") not in QUERIES:
         return None
-    cell = rec.get("cell")
-    if not isinstance(cell, str) or "-" not in cell or rec.get("family") != cell.split("-", 1)[0] or "param" not in rec:
+    family, param = rec.get("family"), rec.get("param")
+    if not isinstance(family, str) or not isinstance(param, str) or rec.get("cell") != f"{family}-{param}":
         return None
-    if rec["status"] == "ok" and not isinstance(rec.get("e2e"), (int, float)):
+    if path.name != f"{rec['cell']}.{rec['query']}.json":  # as record_path names it
+        return None
+    if not isinstance(rec.get("objectives"), int) or isinstance(rec["objectives"], bool):
+        return None
+    if any(rec.get(k) is not None and (isinstance(rec[k], bool) or not isinstance(rec[k], (int, float))) for k in _NUMBERS):
+        return None
+    if rec["status"] == "ok" and rec.get("e2e") is None:
         return None
     return rec
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mopmc.errors import ConfigError
+from mopmc.io.yaml_text import load_yaml  # noqa: F401 (design.spec reads specs with it too)
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -108,12 +109,18 @@ def _keys(data: Any, allowed: set[str], where: str) -> Mapping:
 
 
 def _number(x: Any, where: str) -> float:
-    """A finite number (not a Boolean, not a string)."""
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise ConfigError(f"{where}: {x!r} is not a number")
-    if not math.isfinite(x):
+    """A finite number (not a Boolean, not a string); shared with :mod:`mopmc.design.spec`."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
         raise ConfigError(f"{where}: {x!r} is not a finite number")
     return float(x)
+
+
+def _name(x: Any, where: str) -> str:
+    """An identifier: it becomes a PRISM name (variables, clocks, actions, reward models); shared with
+    :mod:`mopmc.design.spec`."""
+    if not isinstance(x, str) or not _NAME.match(x):
+        raise ConfigError(f"{where}: {x!r} is not a name (letters, digits and _, not starting with a digit)")
+    return x
 
 
 def _integer(x: Any, where: str) -> int:
@@ -132,6 +139,21 @@ def episode_length(n: Any, where: str) -> int:
     return n
 
 
+def _delay_law(d: Mapping, where: str) -> tuple[str, float, float | None]:
+    """(distribution, scale, truncate) of a delay mapping, checked where it is written (shared with
+    :mod:`mopmc.design.spec`): exponential, scale > 0 seconds, truncate > 0 seconds or null."""
+    distribution = d.get("distribution", "exponential")
+    if distribution != "exponential":
+        raise ConfigError(f"{where}.distribution: {distribution!r} is not supported (use exponential)")
+    scale = _number(d.get("scale", 0.2), f"{where}.scale")
+    if scale <= 0:
+        raise ConfigError(f"{where}.scale: the delay scale must be > 0 seconds, not {scale:g}")
+    truncate = None if d.get("truncate") is None else _number(d["truncate"], f"{where}.truncate")
+    if truncate is not None and truncate <= 0:
+        raise ConfigError(f"{where}.truncate: the truncation must be > 0 seconds (or null), not {truncate:g}")
+    return distribution, scale, truncate
+
+
 def _mapping(x: Any, where: str) -> Mapping:
     if x is None:
         return {}
@@ -141,10 +163,8 @@ def _mapping(x: Any, where: str) -> Mapping:
 
 
 def _prob(x: Any, where: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)):
-        raise ConfigError(f"{where}: {x!r} is not a number")
-    p = float(x)
-    if not (0.0 <= p <= 1.0) or math.isnan(p):
+    p = _number(x, where)
+    if not 0.0 <= p <= 1.0:
         raise ConfigError(f"{where}: probability {p} is outside [0, 1]")
     return p
 
@@ -167,26 +187,20 @@ def parse_parameters(data: Any, source: str = "<memory>") -> SwitchParameters:
     metrics = []
     for name, m in _mapping(_need(top, "metrics", source), f"{source}: metrics").items():
         where = f"{source}: metrics.{name}"
-        if not isinstance(name, str) or not _NAME.match(name):
-            raise ConfigError(f"{where}: metric names must be identifiers (letters, digits, _), e.g. hw")
+        _name(name, where)  # the recorder's events (<name>_bad) and default reward model are PRISM names
         m = _keys(m or {}, _METRIC, where)
-        metrics.append(Metric(name, str(m.get("reward", f"{name}_cost")), str(m.get("meaning", "")), m.get("statistic"),
+        reward = _name(f"{name}_cost" if m.get("reward") is None else m["reward"], f"{where}.reward")
+        if reward == "ctrl_cost":
+            raise ConfigError(f"{where}.reward: 'ctrl_cost' is the controllers' reward model; give the metric another 'reward'")
+        if reward in [x.reward for x in metrics]:
+            raise ConfigError(f"{where}.reward: reward model {reward!r} is used twice; give each metric its own 'reward'")
+        metrics.append(Metric(name, reward, str(m.get("meaning", "")), m.get("statistic"),
                               None if m.get("score") is None else _number(m["score"], f"{where}.score"), m.get("unit"),
                               dict(_mapping(m.get("provenance"), f"{where}.provenance"))))
-    rewards = [m.reward for m in metrics]
-    for m in metrics:
-        if not _NAME.match(m.reward):
-            raise ConfigError(f"{source}: metrics.{m.name}.reward: {m.reward!r} is not a name (letters, digits, _)")
-    for r in rewards:
-        if r == "ctrl_cost" or rewards.count(r) > 1:
-            raise ConfigError(f"{source}: metrics: reward model {r!r} is used twice (ctrl_cost is the controllers'); "
-                              "give each metric its own 'reward'")
     names = [m.name for m in metrics]
     delay = None
     if top.get("delay") is not None:
-        d = _keys(top["delay"], _DELAY, f"{source}: delay")
-        delay = Delay(str(d.get("distribution", "exponential")), _number(d.get("scale", 0.2), f"{source}: delay.scale"),
-                      None if d.get("truncate") is None else _number(d["truncate"], f"{source}: delay.truncate"))
+        delay = Delay(*_delay_law(_keys(top["delay"], _DELAY, f"{source}: delay"), f"{source}: delay"))
     confs = []
     conf_list = _need(top, "configurations", source) or []
     if not isinstance(conf_list, list):
@@ -195,8 +209,8 @@ def parse_parameters(data: Any, source: str = "<memory>") -> SwitchParameters:
         where = f"{source}: configurations[{i}]"
         c = _keys(c, _CONF, where)
         t, ctrl = _number(_need(c, "t", where), f"{where}.t"), _integer(_need(c, "controller", where), f"{where}.controller")
-        if t <= 0:
-            raise ConfigError(f"{where}.t: the deadline must be > 0 seconds, not {t:g}")
+        if t < 0:  # t = 0: the secondary from the first step (P(delay >= 0) = 1), as the runtime config allows
+            raise ConfigError(f"{where}.t: the deadline must be >= 0 seconds, not {t:g}")
         name = c.get("name", f"t{t:g}-ctrl{ctrl}")
         if not isinstance(name, str) or not name:
             raise ConfigError(f"{where}.name: {name!r} is not a name")
@@ -253,30 +267,3 @@ def read_text(path: Path) -> str:
         raise ConfigError(f"{path}: cannot read ({e.strerror})") from None
 
 
-def load_yaml(text: str, source: str) -> Any:
-    """Parse YAML (JSON too); a syntax error or a key given twice in one mapping is a :class:`ConfigError`."""
-    import yaml
-
-    class _Unique(yaml.SafeLoader):
-        pass
-
-    def mapping(loader, node, deep=False):
-        seen = set()
-        for key_node, _ in node.value:
-            if key_node.tag == "tag:yaml.org,2002:merge":
-                continue
-            k = loader.construct_object(key_node, deep=deep)
-            try:
-                dup = k in seen
-                seen.add(k)
-            except TypeError:  # an unhashable key: the mapping constructor reports it
-                continue
-            if dup:
-                raise ConfigError(f"{source}: line {key_node.start_mark.line + 1}: key {k!r} is given twice")
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-    _Unique.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    try:
-        return yaml.load(text, Loader=_Unique)
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{source}: not valid YAML: {' '.join(str(e).split())}") from None

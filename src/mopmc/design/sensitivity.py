@@ -242,8 +242,9 @@ def run(params: SwitchParameters, query: Query, out: str | Path, *, levels: Sequ
         raise ConfigError(f"--levels {','.join(map(str, levels)) or '(none)'}: give levels in (0, 1), e.g. 0.015,0.03")
     if workers < 1:
         raise ConfigError(f"--workers {workers}: must be >= 1")
-    if not (math.isfinite(query.eps_rel) and query.eps_rel >= 0):
-        raise ConfigError(f"--eps-rel {query.eps_rel}: give a finite tolerance >= 0")
+    from mopmc.queries.tolerances import check_eps_rel
+
+    check_eps_rel(query.eps_rel)  # (before anything is written)
     levels = sorted({float(d) for d in levels})
     objectives = objectives_of(params, query)  # a bad property fails here, before anything is written
     out = Path(out)

@@ -11,19 +11,17 @@ mapping rejects unknown keys by name.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 from mopmc.design.automaton import Edge, Network, RewardItem, TimedAutomaton, Variable
-from mopmc.design.params import SwitchParameters, _integer, _mapping, load_parameters, load_yaml, parse_parameters, read_text
+from mopmc.design.params import (SwitchParameters, _delay_law, _integer, _mapping, _name, _number, load_parameters, load_yaml,
+                                 parse_parameters, read_text)
 from mopmc.design.probability import DelayDistribution, ProbabilityModel, ProbabilityTable
 from mopmc.errors import ConfigError
 
 BUILTIN = ("paper-switch",)
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -56,13 +54,6 @@ def _list(data: Any, where: str) -> list:
     return data
 
 
-def _name(x: Any, where: str) -> str:
-    """An identifier (it becomes a PRISM name: variables, clocks, components, actions)."""
-    if not isinstance(x, str) or not _NAME.match(x):
-        raise ConfigError(f"{where}: {x!r} is not a name (letters, digits and _, not starting with a digit)")
-    return x
-
-
 def _names(data: Any, where: str) -> tuple[str, ...]:
     return tuple(_name(x, f"{where}[{i}]") for i, x in enumerate(_list(data, where)))
 
@@ -75,12 +66,6 @@ def _strings(data: Any, where: str) -> tuple[str, ...]:
             raise ConfigError(f"{where}[{i}]: expected a text, got {type(x).__name__}")
         out.append(str(x))
     return tuple(out)
-
-
-def _number(x: Any, where: str) -> float:
-    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
-        raise ConfigError(f"{where}: {x!r} is not a finite number")
-    return float(x)
 
 
 def _expression(x: Any, where: str) -> Any:
@@ -158,9 +143,8 @@ def probabilities(data: Any, where: str) -> ProbabilityModel:
     for i, d in enumerate(_list(data.get("delays"), f"{where}.delays")):
         w = f"{where}.delays[{i}]"
         d = _keys(d, {"clock", "distribution", "scale", "truncate"}, w, ("clock",))
-        providers.append(DelayDistribution(_name(d["clock"], f"{w}.clock"), _number(d.get("scale", 0.2), f"{w}.scale"),
-                                           None if d.get("truncate") is None else _number(d["truncate"], f"{w}.truncate"),
-                                           str(d.get("distribution", "exponential"))))
+        distribution, scale, truncate = _delay_law(d, w)
+        providers.append(DelayDistribution(_name(d["clock"], f"{w}.clock"), scale, truncate, distribution))
     return ProbabilityModel(tuple(providers))
 
 

@@ -185,6 +185,16 @@ def parse_config(raw: Any, source: str = "config") -> RuntimeConfig:
     return config
 
 
+def _unique_keys(pairs: list[tuple[str, Any]], path: str | Path) -> dict[str, Any]:
+    """A JSON object whose keys are all different (``json`` would keep the last of a repeated key)."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise ConfigError(f"{path}: key {k!r} is given twice in one object")
+        out[k] = v
+    return out
+
+
 def read_config_file(path: str | Path) -> Any:
     """The raw contents of a JSON (``.json``) or YAML (``.yaml``/``.yml``) config file; errors name the file."""
     p = Path(path)
@@ -196,15 +206,14 @@ def read_config_file(path: str | Path) -> Any:
         raise ConfigError(f"{path}: not a text file (not UTF-8); expected a JSON or YAML config") from None
     if p.suffix in (".yaml", ".yml"):
         try:
-            import yaml
+            import yaml  # noqa: F401
         except ImportError:
             raise ConfigError(f"{path}: YAML configs need PyYAML (pip install pyyaml); or use JSON") from None
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            raise ConfigError(f"{path}: not valid YAML ({' '.join(str(exc).split())})") from None
+        from mopmc.io.yaml_text import load_yaml
+
+        return load_yaml(text, str(path))  # (a key given twice is an error; 1e-3 is a number)
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=lambda pairs: _unique_keys(pairs, path))
     except json.JSONDecodeError as exc:
         raise ConfigError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON ({exc.msg})") from None
 

@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from mopmc.errors import ConfigError, DependencyError
-from mopmc.runtime.agents import FEATURE_SIZE, SHIPPED, AgentInterface, interface_beside, resolve_agent_path
+from mopmc.runtime.agents import FEATURE_SIZE, SHIPPED, AgentInterface, agent_file, interface_beside  # noqa: F401 (SHIPPED)
 from mopmc.runtime.config import EnvConfig
 from mopmc.runtime.episode import episode_seeds
 from mopmc.runtime.highway_adapter import make_world
@@ -247,10 +247,7 @@ def load_agent(spec: str) -> PolicyAgent:
     makes the agent act through that :class:`~mopmc.runtime.agents.AgentInterface`; without it the
     model reads the raw observation and writes the raw action.
     """
-    algo, path = resolve_agent_path(spec)
-    if not os.path.isfile(path) and not os.path.isfile(path + ".zip"):
-        hint = "reinstall mopmc" if spec == SHIPPED else "pass --agent shipped, idm or a Stable-Baselines3 .zip"
-        raise ConfigError(f"agent file {path!r} does not exist; {hint}")
+    algo, path = agent_file(spec)
     torch.set_num_threads(1)
     try:
         model = getattr(sb3, algo.upper()).load(path, device="cpu")

@@ -252,7 +252,8 @@ def _read_json(path: Path, kind: type, out: Path) -> Any:
     except (OSError, ValueError) as exc:
         raise ConfigError(f"{path}: unreadable ({' '.join(str(exc).split())}); delete {out} to start over") from None
     if not isinstance(doc, kind):
-        raise ConfigError(f"{path}: expected a JSON {kind.__name__}; delete {out} to start over")
+        what = {dict: "object", list: "array"}.get(kind, kind.__name__)
+        raise ConfigError(f"{path}: expected a JSON {what}; delete {out} to start over")
     return doc
 
 

@@ -198,13 +198,20 @@ def agent_policy_frequency(spec: str) -> float | None:
     return None if interface is None else float(interface.policy_frequency)
 
 
-def check_agent_file(spec: str) -> None:
-    """Fail now (before a sweep starts) when ``[ALGO:]PATH`` names no file; ``idm`` and ``shipped`` pass."""
-    if spec in ("idm", SHIPPED):
-        return
-    path = resolve_agent_path(spec)[1]
+def agent_file(spec: str) -> tuple[str, str]:
+    """(algorithm, path) of ``shipped`` or ``[ALGO:]PATH`` (:func:`resolve_agent_path`); a path that names
+    no file (``PATH`` or ``PATH.zip``, as Stable-Baselines3 loads it) is a :class:`ConfigError`."""
+    algo, path = resolve_agent_path(spec)
     if not Path(path).is_file() and not Path(path + ".zip").is_file():
-        raise ConfigError(f"--agent: agent file {path!r} does not exist; pass --agent shipped, idm or a Stable-Baselines3 .zip")
+        hint = "reinstall mopmc" if spec == SHIPPED else "pass --agent shipped, idm or a Stable-Baselines3 .zip"
+        raise ConfigError(f"--agent: agent file {path!r} does not exist; {hint}")
+    return algo, path
+
+
+def check_agent_file(spec: str) -> None:
+    """Fail now (before a sweep starts) when the agent names no file; ``idm`` needs none."""
+    if spec != "idm":
+        agent_file(spec)
 
 
 def env_for_agent(env: Any, spec: str) -> Any:
