@@ -8,6 +8,7 @@ import pytest
 from support import shared_model
 from mopmc.examples import files
 from mopmc.io.load import load
+from mopmc.queries.dispatch import make_oracle
 from mopmc.queries.multi import achievability, numerical, pareto
 from mopmc.queries.oracle import lp_oracle
 
@@ -92,3 +93,18 @@ def test_unit_directions_in_one_batch_change_nothing(model, text, query):
     assert a.iterations == b.iterations
     if query is numerical:
         assert (a.value, a.lower, a.upper) == (b.value, b.lower, b.upper)
+
+
+def test_an_infeasible_numerical_certificate_weighs_only_the_thresholds():
+    """The objective asked for is free in the threshold set: a direction weighing it separates
+    nothing. Here min time is FAST[0] = 1.2245 > 0.1, so the certificate is -time <= -1.2245 < -0.1
+    (it used to be the energy direction, with 'required' 0)."""
+    model, (p,) = props('multi(R{"energy"}min=? [C], R{"time"}<=0.1 [C])')
+    for engine in ("kernel", "lp"):
+        res = numerical(make_oracle(model, p.objectives, engine), p.objectives)
+        assert res.status == "infeasible"
+        cert = res.certificate
+        assert cert["direction"][0] == 0.0 and cert["direction"][1] < 0
+        scale = -cert["direction"][1]
+        assert cert["bound"] / scale == pytest.approx(-FAST[0], abs=1e-9)
+        assert cert["required"] / scale == pytest.approx(-0.1, abs=1e-12)

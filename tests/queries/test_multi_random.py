@@ -7,6 +7,8 @@ Examples where an objective is infinite (the kernel or the LP refuses the model)
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, event, given, settings
@@ -222,3 +224,54 @@ def test_pareto_with_a_threshold_is_the_lp_constrained_front(case, raw):
         # equal up to the kernel's error; above only by the threshold's relaxation (<= precision)
         best = np.max(pts @ d)
         assert ref - 1e-6 * max(1.0, abs(ref)) <= best <= ref + 1e-4 * np.abs(d).sum() + 1e-6 * max(1.0, abs(ref))
+
+
+def _check_certificate(model, objs, cert):
+    """A certificate proves infeasibility: no weight on objectives without a threshold, and the
+    exact LP's best ``direction . x`` over all schedulers is at most ``bound < required`` (while
+    every point meeting the thresholds has ``direction . x >= required``)."""
+    d = np.array(cert["direction"])
+    for i, o in enumerate(objs):
+        assert o.threshold is not None or d[i] == 0.0, (i, d)
+        assert d[i] * (1.0 if o.sense == "max" else -1.0) >= 0.0  # towards better values
+    assert cert["required"] > cert["bound"]
+    assert cert["required"] == pytest.approx(sum(d[i] * o.threshold for i, o in enumerate(objs) if o.threshold is not None))
+    free = tuple(dataclasses.replace(o, comparison=None, threshold=None) for o in objs)
+    best = lp_optimise(model, free, d).value
+    assert best <= cert["bound"] + 1e-7 * max(1.0, abs(best))
+
+
+@settings(**SETTINGS)
+@given(cases(), st.integers(0, 2), st.sampled_from(["numerical", "pareto"]))
+def test_infeasibility_certificates_hold_against_the_lp(case, k, kind):
+    """Numerical and Pareto queries whose thresholds cannot all be met: the certificate is checked
+    against the exact occupation-measure LP; 'stalled' only where the LP finds the thresholds met
+    with (almost) no slack."""
+    model, senses, w, shift = case
+    harder = np.abs(shift) * np.array([1.0 if s == "max" else -1.0 for s in senses])  # mostly unmeetable
+    if kind == "numerical":
+        thresholds = _anchor(model, senses, w, harder)
+        assume(thresholds is not None)
+        objs = _objectives(senses, thresholds, query=k % len(senses))
+    else:  # two queried objectives and a threshold on a third
+        senses = (senses * 2)[:3]
+        thresholds = _anchor(model, senses, w if len(w) == 3 else np.append(w, 0.0), np.append(harder, harder[0])[:3])
+        assume(thresholds is not None)
+        objs = tuple(Objective(i, f'R{{"r{i}"}}{s}=? [C]', "total_reward", s, f"r{i}") for i, s in enumerate(senses[:2]))
+        cmp = "<=" if senses[2] == "min" else ">="
+        objs += (Objective(2, f'R{{"r2"}}{cmp}{thresholds[2]!r} [C]', "total_reward", senses[2], "r2",
+                           comparison=cmp, threshold=float(thresholds[2])),)
+    try:
+        ours = (numerical if kind == "numerical" else pareto)(make_oracle(model, objs, "kernel"), objs)
+    except InfiniteValueError:
+        assume(False)
+    constrained = tuple(o for o in objs if o.threshold is not None)
+    margin = lp_achievable(model, constrained).margin
+    event(f"{kind}: {ours.status}")
+    if ours.status == "infeasible":
+        assert margin <= 1e-6
+        _check_certificate(model, objs, ours.certificate)
+    elif ours.status == "stalled":
+        assert abs(margin) <= 1e-6 and ours.certificate is None
+    else:
+        assert margin >= -1e-6

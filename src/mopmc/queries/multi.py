@@ -106,17 +106,28 @@ def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter, de
             return approx.inner_max(c, d, a, lower), approx.outer_max(c, d, a, lower), it
 
 
-def _certificate(approx: Approximation, space: Space) -> dict:
-    """A direction w >= 0 whose optimum cannot reach the thresholds: w.q > max w.y."""
+def _certificate(approx: Approximation, space: Space) -> dict | None:
+    """A direction w >= 0 whose optimum cannot reach the thresholds: w.q > max w.y, with no
+    weight on the objectives without a threshold (those are free in the threshold set, so a
+    direction weighing them separates nothing). By Farkas' lemma such a w is a convex
+    combination mu of the outer halfspaces whenever the outer polytope misses the thresholds:
+    minimise mu.b - (mu W).q over the simplex with (mu W)_j = 0 for every free j. ``None`` when
+    the halfspaces found hold no separating combination (the thresholds were missed only within
+    the oracle's error)."""
     W, b = approx.H
-    q = np.where(np.isfinite(space.lower), space.lower, 0.0)
-    k = len(b)
-    # minimise sum mu_h b_h - (sum mu_h W_h).q over the simplex, restricted to constrained coordinates
     fin = np.isfinite(space.lower)
+    q = np.where(fin, space.lower, 0.0)
+    k = len(b)
     cost = b - W[:, fin] @ q[fin]
-    res = highs_lp.linprog(cost, A_eq=np.ones((1, k)), b_eq=[1.0], bounds=[(0, None)] * k)
+    A_eq = np.vstack([np.ones((1, k)), W[:, ~fin].T])
+    b_eq = np.zeros(len(A_eq))
+    b_eq[0] = 1.0
+    res = highs_lp.linprog(cost, A_eq=A_eq, b_eq=b_eq, bounds=[(0, None)] * k)
+    if res.status != 0 or res.fun >= 0:
+        return None
     mu = res.x
     w = mu @ W
+    w[~fin] = 0.0  # (zero up to the LP's tolerance: exactly, as the certificate claims)
     return {"direction": (w * space.sign).tolist(), "bound": float(mu @ b), "required": float(w[fin] @ q[fin])}
 
 
@@ -175,13 +186,16 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
     c[k] = 1.0
     lower = space.lower.copy()
     inner, outer, it = _refine(approx, call, c, 0.0, np.zeros(m), lower, precision, max_iter)
-    if outer is None or inner is None and outer is None:
+    if outer is None:  # the outer polytope misses the thresholds: certified by Farkas
         return MultiResult("numerical", tuple(objectives), precision, it + m, status="infeasible",
                            certificate=_certificate(approx, space))
     if inner is None:
-        # thresholds not met by the inner polytope yet and the gap could not be closed
-        return MultiResult("numerical", tuple(objectives), precision, it + m, status="infeasible",
-                           upper=float(space.sign[k] * outer[0]), certificate=_certificate(approx, space))
+        # the thresholds are met by the outer polytope but by no point found: infeasible where the
+        # halfspaces prove it, else they are met at most within the oracle's error (stalled)
+        certificate = _certificate(approx, space)
+        status = "infeasible" if certificate is not None else "iteration_limit" if it >= max_iter else "stalled"
+        return MultiResult("numerical", tuple(objectives), precision, it + m, status=status,
+                           upper=float(space.sign[k] * outer[0]), certificate=certificate)
     lo_y, hi_y = inner[0], outer[0]
     s = space.sign[k]
     lo, hi = (lo_y, hi_y) if s > 0 else (-hi_y, -lo_y)
@@ -212,9 +226,11 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
         inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision,
                                    max_iter, decide=precision)
         if inner is None or inner[0] < -precision:
-            return MultiResult("pareto", tuple(objectives), precision, it + m, status="infeasible",
+            certificate = _certificate(approx, space)  # (None: the outer polytope still meets the thresholds)
+            status = "infeasible" if certificate is not None else "iteration_limit" if it >= max_iter else "stalled"
+            return MultiResult("pareto", tuple(objectives), precision, it + m, status=status,
                                margin_upper=float(outer[0]) if outer is not None else -np.inf,
-                               certificate=_certificate(approx, space))
+                               certificate=certificate)
     gaps: dict = {}  # corner -> (w, gap) against the current vertices (cleared when one is added)
     while True:
         numeric = _numeric_tolerance(approx)
