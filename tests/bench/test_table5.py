@@ -39,6 +39,8 @@ def test_one_cell_end_to_end(tmp_path, cell):
     rows = list(csv.DictReader(result.csv.open()))
     assert [(r["family"], r["param"], r["states"], r["ach_result"]) for r in rows] == [("A", "1", "4", "True")]
     assert result.markdown.read_text().count("\n") >= 3
+    # --repeat 1: the note and the title say so (they said "best of 2" whatever was run)
+    assert result.runs == "best of 1" and "best of 1," in result.markdown.read_text()
     for plot in result.plots:
         assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # A rerun resumes: nothing is measured again.
@@ -55,6 +57,17 @@ def test_timeout_is_recorded_and_later_cells_skipped(tmp_path, cell):
     second = json.loads(record_path(out, bigger, "storm").read_text())
     assert first["status"] == "t.o." and not first.get("skipped")
     assert second["status"] == "t.o." and second["skipped"] and "timed out at 1" in second["message"]
+    from mopmc.bench.table5 import timeout_label
+
+    assert timeout_label([first]) == "timeout 0.05 s"
+
+
+def test_the_runs_label_reads_the_records():
+    from mopmc.bench.table5 import runs_label
+
+    assert runs_label([{"walls": [1.0, 2.0]}, {"walls": [1.0, 2.0]}]) == "best of 2"
+    assert runs_label([{"walls": [1.0]}, {"walls": [1.0, 2.0, 3.0]}, {}]) == "best of 1-3"
+    assert runs_label([{}]) == "best of the runs"
 
 
 def test_select_rejects_bad_sizes_and_filters():

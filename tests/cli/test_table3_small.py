@@ -98,3 +98,18 @@ def test_table3_on_n2_agrees_with_storm(built, oracle, ext):
     np.testing.assert_allclose(sched["evaluated"], sched["storm"], rtol=1e-9, atol=1e-12)
     # the convex query's point is achievable: no coordinate below the single-objective minimum
     assert np.all(np.array(out["convex_soft"]["point"]) >= minima - 1e-7)
+
+
+def test_table3_text_with_and_without_storm(built):
+    """The text output puts Storm's answer beside ours; with --no-storm it drops the Storm column
+    and lines instead of printing '| -' and 'Storm on its chain -' for answers never asked."""
+    folder, paths = built
+    res = run_mopmc("table3", str(paths["umb"]), "--export-scheduler", "", cwd=folder)
+    assert res.code == 0, res.stderr
+    text = " ".join(res.stdout.split())  # (rich wraps lines)
+    assert "ours | Storm" in text and "Storm on its chain (" in text
+    res = run_mopmc("table3", str(paths["umb"]), "--no-storm", "--export-scheduler", "", cwd=folder)
+    assert res.code == 0, res.stderr
+    text = " ".join(res.stdout.split())
+    assert "| -" not in text and "Storm" not in text.replace("--no-storm", "")
+    assert re.search(r"mixing \d+ deterministic scheduler(s)?\)", text)

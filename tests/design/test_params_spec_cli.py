@@ -187,6 +187,12 @@ def _auto(s):
     (lambda s: s["probabilities"]["delays"].append({"clock": "y"}), ["probabilities.delays: unknown clock 'y'"]),
     (lambda s: s["probabilities"].update(delays=[{"clock": "z", "scale": "x"}]), ["delays[0].scale", "'x' is not a finite number"]),
     (lambda s: s["probabilities"].update(delays=[{"clock": "z", "truncate": "x"}]), ["delays[0].truncate", "'x' is not a finite number"]),
+    # expressions: named by file and key (they named only the edge, or nothing at all)
+    (lambda s: _auto(s)["edges"][2].update(when="kk < 2"), ["bad.yaml: automata[0].edges[2].when: unknown variable 'kk'"]),
+    (lambda s: _auto(s)["edges"][2].update(when="k <"), ["bad.yaml: automata[0].edges[2].when: expression 'k <' ends too early"]),
+    (lambda s: _auto(s)["edges"][2].update(updates={"k": "q + 1"}), ["bad.yaml: automata[0].edges[2].updates.k: unknown variable 'q'"]),
+    (lambda s: s["rewards"]["late_steps"][0].update(when="S_loc = lat"),
+     ["bad.yaml: rewards.late_steps[0].when: 'lat' is not a location of S_loc"]),
 ])
 def test_malformed_specs_are_named_errors(tmp_path, mutate, fragments):
     path = tmp_path / "bad.yaml"

@@ -40,6 +40,8 @@ def assert_matches(res, exact_loss, *, scale=1.0):
     assert res.lower_bound <= exact_loss + slack
     assert res.loss >= exact_loss - slack
     assert res.loss <= exact_loss + tol + slack
+    # every iteration's bounds are ordered (the lower QP's tolerance once put lower above upper)
+    assert all(h["lower"] <= h["upper"] for h in res.history), res.history
 
 
 def in_box(point, lo, up, tol=1e-7):

@@ -98,12 +98,12 @@ def write_markdown(table: list[dict], path: Path, note: str = "") -> None:
     atomic_write(path, (note + "\n\n" if note else "") + "\n".join(lines) + "\n")
 
 
-def print_table(table: list[dict], console=None) -> None:
+def print_table(table: list[dict], console=None, runs: str = "best of 2") -> None:
     from rich.console import Console
     from rich.table import Table
 
     head, body = display_rows(table)
-    t = Table(title="Table 5: mopmc vs Storm (seconds end to end, best of 2; t.o. = timeout)")
+    t = Table(title=f"Table 5: mopmc vs Storm (seconds end to end, {runs}; t.o. = timeout)")
     for h in head:
         t.add_column(h, justify="right" if h not in ("model", "result") else "left")
     for row in body:

@@ -20,8 +20,8 @@ from mopmc.bench.runs import QUERIES, measure
 
 MONOTONE = ("A", "B")
 
-NOTE = """Seconds end to end (a fresh process each, interpreter start and imports included), best of 2,
-timeout 300 s (t.o.). Storm: `parse_prism_program` + `build_model(program, properties)` +
+NOTE = """Seconds end to end (a fresh process each, interpreter start and imports included), {runs},
+{timeout} (t.o.). Storm: `parse_prism_program` + `build_model(program, properties)` +
 `model_checking`, default options (its check column is `model_checking` alone). mopmc: `mopmc check
 --props FILE --json` (achievability) and `mopmc convex --prop P --soft --json` (convex), load and
 check split from their JSON `timings`. MiB: peak resident memory of the process, measured from
@@ -36,6 +36,7 @@ class Table5(NamedTuple):
     csv: Path
     markdown: Path
     plots: list[Path]
+    runs: str = "best of 2"  # (runs_label: what each time is the best of)
 
 
 def record_path(out: Path, cell: Cell, query: str) -> Path:
@@ -150,6 +151,21 @@ def _order(records: list[dict]) -> list[str]:
     return sorted({r["cell"] for r in records}, key=key)
 
 
+def runs_label(records: list[dict]) -> str:
+    """How many runs each time is the best of, read off the records (``--repeat``, or fewer where an
+    earlier run timed out or failed): "best of 2", "best of 1-2"."""
+    counts = sorted({len(r["walls"]) for r in records if isinstance(r.get("walls"), list) and r["walls"]})
+    if not counts:
+        return "best of the runs"
+    return f"best of {counts[0]}" if len(counts) == 1 else f"best of {counts[0]}-{counts[-1]}"
+
+
+def timeout_label(records: list[dict]) -> str:
+    """The timeout the timed-out records ran under ("timeout 300 s"), or just "timeout"."""
+    limits = sorted({r["timeout"] for r in records if r.get("status") == "t.o." and isinstance(r.get("timeout"), (int, float))})
+    return f"timeout {', '.join(f'{t:g}' for t in limits)} s" if limits else "timeout"
+
+
 def write_outputs(out: Path) -> Table5:
     """(Re)build ``table5.csv``, ``table5.md`` and the plots from every record under ``out``."""
     records = load_records(out)
@@ -159,8 +175,10 @@ def write_outputs(out: Path) -> Table5:
     csv_path, md_path = out / "table5.csv", out / "table5.md"
     try:
         report.write_csv(table, csv_path)
-        report.write_markdown(table, md_path, NOTE.format(load=", ".join(f"{x:.1f}" for x in os.getloadavg())))
+        note = NOTE.format(runs=runs_label(records), timeout=timeout_label(records),
+                           load=", ".join(f"{x:.1f}" for x in os.getloadavg()))
+        report.write_markdown(table, md_path, note)
         plots = report.write_plots(table, out)
     except OSError as e:
         raise BenchInputError(f"{e.filename2 or e.filename or out}: cannot write ({e.strerror})") from None
-    return Table5(table, csv_path, md_path, plots)
+    return Table5(table, csv_path, md_path, plots, runs_label(records))

@@ -42,7 +42,7 @@ def bench_command(models, families, sizes, quick, queries, repeat, timeout, out,
             raise BenchInputError(f"--out {out}: cannot make the folder ({e.strerror})") from None
         result = run_table5(cells, out, queries=chosen, repeat=repeat, timeout=timeout, force=force,
                             skip_after_timeout=skip, nice=nice)
-    print_table(result.rows)
+    print_table(result.rows, runs=result.runs)
     typer.echo(f"wrote {result.csv}, {result.markdown}, " + ", ".join(str(p) for p in result.plots), err=True)
 
 

@@ -77,7 +77,7 @@ def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: floa
     model, binding, name = _model(spec)
     objs = _objectives(model, MO)
     out: dict = {"model": name, "states": model.n_states, "choices": model.n_choices,
-                 "objectives": list(REWARDS)}
+                 "objectives": list(REWARDS), "with_storm": storm}
     storm_chain = _storm_chain if storm else (lambda chain, objectives: None)
 
     step("direct evaluation")
@@ -154,32 +154,43 @@ def _fmt(v, digits: int = 8) -> str:
     return f"{v:.{digits}g}"
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 def render(out: dict) -> None:
+    """The rows as a table and lines; Storm's answer beside ours unless the run was ``--no-storm``."""
     from rich.console import Console
     from rich.table import Table
 
+    storm = out.get("with_storm", True)
+
+    def beside(ours: str, theirs: str) -> str:
+        return f"{ours} | {theirs}" if storm else ours
+
     console = Console()
-    t = Table(title=f"Table 3 on {out['model']} ({out['states']} states): ours | Storm")
+    t = Table(title=f"Table 3 on {out['model']} ({out['states']} states): " + ("ours | Storm" if storm else "ours (--no-storm)"))
     t.add_column("row")
     for r in out["objectives"]:
         t.add_column(r, justify="right")
     for d in out["direct"]:
-        storm = d["storm"] or [None] * 4
-        t.add_row(d["strategy"], *[f"{_fmt(a)} | {_fmt(b)}" for a, b in zip(d["values"], storm)])
-    t.add_row("min", *[f"{_fmt(m['value'])} | {_fmt(m['storm'])}" for m in out["minima"]])
+        theirs = d["storm"] or [None] * 4
+        t.add_row(d["strategy"], *[beside(_fmt(a), _fmt(b)) for a, b in zip(d["values"], theirs)])
+    t.add_row("min", *[beside(_fmt(m["value"]), _fmt(m["storm"])) for m in out["minima"]])
     console.print(t)
     for a in out["achievability"]:
-        console.print(f"{a['property']}: achievable {_fmt(a['achievable'])} (margin {_fmt(a['margin'], 4)}) | Storm {_fmt(a['storm'])}")
+        console.print(beside(f"{a['property']}: achievable {_fmt(a['achievable'])} (margin {_fmt(a['margin'], 4)})",
+                             f"Storm {_fmt(a['storm'])}"))
     for key, what in (("convex_soft", "MSE to the mo thresholds, no box"), ("convex_box", "MSE to the origin within the mo2 box")):
         c = out[key]
-        console.print(f"convex ({what}): {c['status']}, loss {_fmt(c['loss'], 10)} (lower bound {_fmt(c['lower_bound'], 10)}) "
-                      f"at {_fmt(c['point'], 8)} | Storm has no convex query")
+        console.print(beside(f"convex ({what}): {c['status']}, loss {_fmt(c['loss'], 10)} (lower bound "
+                             f"{_fmt(c['lower_bound'], 10)}) at {_fmt(c['point'], 8)}", "Storm has no convex query"))
     p = out["paper_point"]
     console.print(f"paper's point {_fmt(p['point'], 5)}: achievable {_fmt(p['achievable'])}; distance to the achievable "
                   f"set >= {_fmt(p['distance_lower_bound'], 4)}, nearest {_fmt(p['nearest_achievable'], 6)}")
     s = out["scheduler"]
-    console.print(f"scheduler ({s['kind']}, mixing {s['components']} deterministic schedulers) re-evaluated: "
-                  f"{_fmt(s['evaluated'], 8)} | Storm on its chain {_fmt(s['storm'], 8)}"
+    console.print(beside(f"scheduler ({s['kind']}, mixing {_plural(s['components'], 'deterministic scheduler')}) "
+                         f"re-evaluated: {_fmt(s['evaluated'], 8)}", f"Storm on its chain {_fmt(s['storm'], 8)}")
                   + (f" -> {s['path']}" if s["path"] else "") + (f" ({s['note']})" if s["note"] else ""))
 
 

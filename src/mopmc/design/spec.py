@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mopmc.design.automaton import Edge, Network, RewardItem, TimedAutomaton, Variable
+from mopmc.design.expressions import Expr, parse, resolve
 from mopmc.design.params import (SwitchParameters, _delay_law, _integer, _mapping, _name, _number, load_parameters, load_yaml,
                                  parse_parameters, read_text)
 from mopmc.design.probability import DelayDistribution, ProbabilityModel, ProbabilityTable
@@ -106,10 +107,32 @@ def _edge(e: Any, where: str, actions: set[str] | None) -> Edge:
         action = _name(action, f"{where}.action")
     if action is not None and actions is not None and action not in actions and action != "tau":
         raise ConfigError(f"{where}: unknown action {action!r} (declared actions: {', '.join(sorted(actions))})")
-    return Edge(str(e["from"]), str(e["to"]), action, _expression(e.get("when", True), f"{where}.when"),
-                _strings(e.get("clocks"), f"{where}.clocks"), _strings(e.get("events"), f"{where}.events"),
-                _names(e.get("resets"), f"{where}.resets"),
-                {str(k): _expression(v, f"{where}.updates.{k}") for k, v in _mapping(e.get("updates"), f"{where}.updates").items()})
+    when = _parsed(_expression(e.get("when", True), f"{where}.when"), f"{where}.when")
+    updates = {str(k): _parsed(_expression(v, f"{where}.updates.{k}"), f"{where}.updates.{k}")
+               for k, v in _mapping(e.get("updates"), f"{where}.updates").items()}
+    return Edge(str(e["from"]), str(e["to"]), action, when, _strings(e.get("clocks"), f"{where}.clocks"),
+                _strings(e.get("events"), f"{where}.events"), _names(e.get("resets"), f"{where}.resets"), updates)
+
+
+def _parsed(x: Any, where: str) -> Expr:
+    """An expression text (or number, Boolean) parsed; a syntax error is named where it is written."""
+    return parse(x, where)
+
+
+def _check_names(automata: tuple[TimedAutomaton, ...], rewards: Mapping[str, tuple[RewardItem, ...]], source: str) -> None:
+    """Every variable and location an edge guard, update or reward condition uses is declared,
+    named where it is written (the network's own check knows only the edge)."""
+    locations = {a.location_variable: a.locations for a in automata}
+    variables = {v.name for a in automata for v in a.variables} | set(locations)
+    for i, a in enumerate(automata):
+        for j, e in enumerate(a.edges):
+            where = f"{source}: automata[{i}].edges[{j}]"
+            resolve(e.when, variables, locations, f"{where}.when")
+            for var, up in e.updates.items():
+                resolve(up, variables, locations, f"{where}.updates.{var}")
+    for name, items in rewards.items():
+        for i, item in enumerate(items):
+            resolve(item.when, variables, locations, f"{source}: rewards.{name}[{i}].when")
 
 
 def _automaton(a: Any, where: str, actions: set[str] | None) -> TimedAutomaton:
@@ -191,11 +214,13 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
             where = f"{source}: rewards.{name}[{i}]"
             it = _keys(it, {"action", "value", "when"}, where, ("value",))
             action = None if it.get("action") is None else _name(it["action"], f"{where}.action")
-            out.append(RewardItem(action, _number(it["value"], f"{where}.value"), _expression(it.get("when", True), f"{where}.when")))
+            out.append(RewardItem(action, _number(it["value"], f"{where}.value"),
+                                  _parsed(_expression(it.get("when", True), f"{where}.when"), f"{where}.when")))
         rewards[_name(name, f"{source}: rewards: reward model")] = tuple(out)
     name = top.get("name", Path(source).stem)
     if not isinstance(name, (str, int, float)) or isinstance(name, bool):
         raise ConfigError(f"{source}: name: expected a text, got {type(name).__name__}")
+    _check_names(automata, rewards, source)
     network = Network(automata, rewards, str(name))
     prob_data, prob_where = top.get("probabilities"), f"{source}: probabilities"
     if params is not None:

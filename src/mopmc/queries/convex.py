@@ -569,7 +569,8 @@ def convex_query(
         best = _upper(poly, loss, lo, up)
         timings["upper"] += time.perf_counter() - ts
         upper = best[0] if best is not None else math.inf
-        history.append({"iteration": it, "lower": float(low[0]), "upper": float(upper), "oracle_calls": calls[0],
+        # (the lower QP may exceed the loss by its tolerance, ~1e-13: clamped, as the final bounds are)
+        history.append({"iteration": it, "lower": float(min(low[0], upper)), "upper": float(upper), "oracle_calls": calls[0],
                         "seconds": time.perf_counter() - t0})
         if progress is not None:
             progress(it, low[0], upper)
