@@ -180,9 +180,13 @@ def test_cli_estimate_names_a_bad_episode_length_as_the_option(tmp_path) -> None
     args = ["estimate", str(log), "--out", str(tmp_path / "p.yaml"), "--ttc-score", "5", "--hw-score", "2"]
     _fails_with_one_line([*args, "--config", str(cfg), "--n", "0"], "--n 0: the episode length must be between 1 and 10000")
     _fails_with_one_line([*args, "--config", str(cfg), "--n", "20000"], "--n 20000: the episode length")
-    long = tmp_path / "long.json"
-    long.write_text(json.dumps({"env": {"duration": 2000, "policy_frequency": 15, "vehicles": 2, "max_substep": 0.0667}}))
-    _fails_with_one_line([*args, "--config", str(long)], "n (env.duration x env.policy_frequency; give --n) = 30000")
+    # n comes from the logs (the longest episode of a CSV log): an episode of 10,001 steps is too long
+    lines = log.read_text().splitlines()
+    row = lines[1].split(",")
+    long = tmp_path / "long.csv"
+    long.write_text("\n".join([lines[0]] + [",".join([row[0], str(i), *row[2:]]) for i in range(10_001)]) + "\n")
+    _fails_with_one_line(["estimate", str(long), *args[2:], "--config", str(cfg)],
+                         f"n (the episode length the logs record: {long} (its longest episode); give --n) = 10001")
     assert not (tmp_path / "p.yaml").exists()
     result = runner.invoke(app, [*args, "--config", str(cfg), "--n", "7"])
     assert result.exit_code == 0, result.output

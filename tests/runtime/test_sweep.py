@@ -89,8 +89,27 @@ def test_restart_with_other_settings_is_refused(tmp_path: Path) -> None:
     other = [Setting("none", delay="exp:0.3", config=small_config(vehicles=4, duration=8), seed=3)]
     with pytest.raises(ConfigError, match="setting 'none' differs in delay"):
         run_sweep(tmp_path, other, 1, workers=0)
+    # the message names the keys that differ inside the config, with both values (docs/experiments.md)
+    longer = [Setting("none", delay="exp:0.2", config=small_config(vehicles=4, duration=9), seed=3)]
+    with pytest.raises(ConfigError) as info:
+        run_sweep(tmp_path, longer, 1, workers=0)
+    assert "setting 'none' differs in config.env.duration (folder 8, now 9); use another output folder" in str(info.value)
     with pytest.raises(ConfigError, match="setting name"):
         run_sweep(tmp_path / "x", [Setting("a/b")], 1, workers=0)
+
+
+def test_a_script_without_a_main_guard_gets_one_clear_error(tmp_path: Path) -> None:
+    """M2: the docs' snippet saved as a script: spawn re-imports it in every worker, which used to
+    crash each worker with a traceback and the script with BrokenProcessPool."""
+    script = tmp_path / "sweep_script.py"
+    script.write_text(_SCRIPT.replace("sys.argv[1]", repr(str(tmp_path / "out"))).replace("int(sys.argv[2])", "2"))
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert proc.stderr.count("Traceback") == 1, proc.stderr  # the script's own, none from the workers
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("mopmc.errors.ConfigError: ") and "BrokenProcessPool" not in proc.stderr
+    assert f"{script} runs the sweep when it is imported" in last and 'if __name__ == "__main__":' in last
+    assert "workers=0" in last
 
 
 def test_new_settings_extend_a_sweep_and_reuse_its_episodes(tmp_path: Path) -> None:

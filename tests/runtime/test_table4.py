@@ -27,7 +27,7 @@ STEPS = 6
 def table(tmp_path_factory):
     root = tmp_path_factory.mktemp("t4")
     sched = root / "always-c2.json"
-    entries = [choose_entry(tc, {2: 1.0}) for tc in range(STEPS + 1)]
+    entries = [choose_entry(tc, {2: 1.0}) for tc in range(STEPS)]  # a model of n = STEPS: choices at tc 0..n-1
     entries += [exit_entry(tc, 4, 2, 1.0) for tc in range(STEPS + 1)]
     sched.write_text(json.dumps(scheduler_doc(entries, k=4)))
     config = root / "cfg.json"

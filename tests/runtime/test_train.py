@@ -106,8 +106,26 @@ def test_training_on_the_fast_simulator_writes_a_model(tmp_path):
 
 def test_resume_with_a_different_config_is_refused(uninterrupted):
     out, _ = uninterrupted
-    with pytest.raises(ConfigError, match="gamma|ddpg"):
+    with pytest.raises(ConfigError, match=r"\(ddpg differs\)"):
         train(parse_train_config({**TINY, "ddpg": {**TINY["ddpg"], "gamma": 0.5}}), out, progress=False)
+    with pytest.raises(ConfigError, match=r"\(ddpg, seed differ\)"):
+        train(parse_train_config({**TINY, "seed": 4, "ddpg": {**TINY["ddpg"], "gamma": 0.5}}), out, progress=False)
+
+
+def test_rerunning_a_finished_run_trains_nothing(uninterrupted):
+    """L14: a rerun retrained from the last checkpoint (step 30 of 40) instead of seeing the run is done."""
+    out, result = uninterrupted
+    files = {p: p.stat().st_mtime_ns for p in out.rglob("*") if p.is_file() and p.name != "train_config.json"}
+    again = train(parse_train_config(TINY), out, progress=False)
+    assert again.already_complete and not result.already_complete
+    assert (again.steps, again.resumed_from) == (40, 40)
+    assert again.evaluations == result.evaluations and again.final_model == result.final_model
+    assert {p: p.stat().st_mtime_ns for p in files} == files  # no model, checkpoint or evaluation rewritten
+    cfg = out.parent / "tiny-done.json"
+    cfg.write_text(json.dumps(TINY))
+    cli = CliRunner().invoke(app, ["train", str(cfg), "--out", str(out), "--no-progress"])
+    assert cli.exit_code == 0, cli.output
+    assert json.loads(cli.stdout)["already_complete"] is True and "already complete (40 steps)" in cli.stderr
 
 
 @pytest.mark.parametrize(

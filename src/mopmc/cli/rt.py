@@ -74,16 +74,19 @@ def simulate(
     hw_score: list[float] = typer.Option([], "--hw-score", help="Report the headway percentile rank of this score (repeatable)."),
     log: Optional[Path] = typer.Option(None, "--log", help="Write the per-step log as CSV."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env, 10-15x faster at 50 vehicles)."),
 ) -> None:
     """Run seeded episodes of the real-time highway env and print the metrics."""
     from mopmc.cli.common import run_cli
 
-    run_cli(lambda: _simulate(episodes, delay, switch, agent, vehicles, seed, config, ttc_score, hw_score, log, as_json))
+    run_cli(lambda: _simulate(episodes, delay, switch, agent, vehicles, seed, config, ttc_score, hw_score, log, as_json,
+                              fast))
 
 
 def _simulate(
     episodes: int, delay: str, switch: str, agent: str, vehicles: Optional[int], seed: int,
     config: Optional[Path], ttc_score: list[float], hw_score: list[float], log: Optional[Path], as_json: bool,
+    fast: bool = False,
 ) -> None:
     import dataclasses
 
@@ -109,7 +112,7 @@ def _simulate(
 
     result = run(
         episodes=episodes, delay=delay, switch=switch, agent=agent, vehicles=vehicles, seed=seed,
-        config=cfg, on_episode=progress,
+        config=cfg, on_episode=progress, simulator="fast" if fast else "stock",
     )
     if log is not None:
         write_log(log, result.episodes)
@@ -128,8 +131,8 @@ def estimate(
     reference: Optional[Path] = typer.Option(None, "--reference", help="Reference run (a log or sweep folder) whose P10 TTC and P50 HW are the scores."),
     ttc_score: Optional[float] = typer.Option(None, "--ttc-score", help="TTC score [s] (instead of the reference run's P10)."),
     hw_score: Optional[float] = typer.Option(None, "--hw-score", help="Headway score [s] (instead of the reference run's P50)."),
-    config: Optional[Path] = typer.Option(None, "--config", help="Runtime config the logs were made with (configurations, k, n)."),
-    n: Optional[int] = typer.Option(None, "--n", help="Episode length n of the model (default: the config's duration x policy frequency)."),
+    config: Optional[Path] = typer.Option(None, "--config", help="Runtime config the logs were made with (configurations, k)."),
+    n: Optional[int] = typer.Option(None, "--n", help="Episode length n of the model (default: the decision steps per episode the logs record)."),
     method: str = typer.Option("clopper-pearson", "--ci", help="Interval: clopper-pearson or wilson."),
     level: float = typer.Option(0.95, "--level", help="Confidence level of the intervals."),
 ) -> None:
@@ -140,30 +143,36 @@ def estimate(
 
 
 def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, level) -> None:  # type: ignore[no-untyped-def]
-    from mopmc.design.params import episode_length
+    from mopmc.design.params import episode_length as check_n
     from mopmc.errors import ConfigError
     from mopmc.runtime.config import RuntimeConfig, load_config
-    from mopmc.runtime.estimate import Score, estimate_parameters, load_logs, reference_scores, write_parameters
+    from mopmc.runtime.estimate import (Score, episode_length, estimate_parameters, load_logs, reference_hint,
+                                        reference_scores, write_parameters)
 
     _seconds("--ttc-score", [] if ttc_score is None else [ttc_score])
     _seconds("--hw-score", [] if hw_score is None else [hw_score])
     if n is not None:  # named as the option, before the logs are read (the written file's check would name --out)
-        episode_length(n, "--n")
+        check_n(n, "--n")
     cfg = load_config(config) if config is not None else RuntimeConfig()
-    if n is None:
-        episode_length(round(cfg.env.duration * cfg.env.policy_frequency), "n (env.duration x env.policy_frequency; give --n)")
     if reference is None and (ttc_score is None or hw_score is None):
-        raise ConfigError("give --reference RUN (its P10 TTC and P50 HW are the scores) or both --ttc-score and --hw-score")
+        raise ConfigError("give --reference RUN (a run whose P10 TTC and P50 HW become the scores) or both "
+                          "--ttc-score and --hw-score" + reference_hint(logs))
     ref = reference_scores(load_logs([reference]), str(reference)) if reference is not None else None
     ttc = Score(ttc_score, "given", {"source": "--ttc-score"}) if ttc_score is not None else ref[0]  # type: ignore[index]
     hw = Score(hw_score, "given", {"source": "--hw-score"}) if hw_score is not None else ref[1]  # type: ignore[index]
-    steps = n if n is not None else int(round(cfg.env.duration * cfg.env.policy_frequency))
-    doc = estimate_parameters(load_logs(logs), cfg.switch.configurations, n=steps, k=cfg.switch.min_consecutive_calls,
-                              ttc=ttc, hw=hw, method=method, level=level)
+    loaded = load_logs(logs)
+    if n is not None:
+        steps, n_from = n, "--n"
+    else:
+        recorded = episode_length(loaded)
+        steps, n_from = recorded.steps, recorded.where
+        check_n(steps, f"n (the episode length the logs record: {n_from}; give --n)")
+    doc = estimate_parameters(loaded, cfg.switch.configurations, n=steps, k=cfg.switch.min_consecutive_calls,
+                              ttc=ttc, hw=hw, method=method, level=level, n_from=n_from)
     write_parameters(doc, out)
     confs = ", ".join(c["name"] for c in doc["configurations"])
     typer.echo(f"{doc['provenance']['steps']} steps of {doc['provenance']['episodes']} episode(s) -> {out} ({confs}; "
-               f"TTC score {ttc.value:.4g} s, HW score {hw.value:.4g} s)")
+               f"n {steps} from {n_from}; TTC score {ttc.value:.4g} s, HW score {hw.value:.4g} s)")
 
 
 @app.command()
@@ -180,7 +189,11 @@ def train(
 
         result = run(load_train_config(config), out, progress=progress)
         last = result.evaluations[-1] if result.evaluations else {}
+        if result.already_complete:
+            typer.echo(f"{result.final_model.parent}: already complete ({result.steps} steps); nothing to train "
+                       "(raise total_steps to train on, or use another --out)", err=True)
         typer.echo(json.dumps({"steps": result.steps, "resumed_from": result.resumed_from,
+                               "already_complete": result.already_complete,
                                "final_model": str(result.final_model),
                                "best_model": None if result.best_model is None else str(result.best_model),
                                "last_evaluation": last}, indent=2))
@@ -209,7 +222,7 @@ def table4(
     ray: Optional[str] = typer.Option(None, "--ray", callback=ray_option, help="Run on Ray: 'local' or a cluster ADDRESS (ray.init address)."),
     bootstrap: int = typer.Option(1000, "--bootstrap", help="Bootstrap resamples of the paired differences."),
     plot: bool = typer.Option(True, "--plot/--no-plot", help="Also draw table4.png (needs matplotlib)."),
-    fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env, about 2x faster)."),
+    fast: bool = typer.Option(False, "--fast", help="Use the accelerated road (same dynamics as stock highway-env, 10-15x faster at 50 vehicles)."),
 ) -> None:
     """Table 4: no switch vs C1-C4, uniform and scheduler files under average delays, as differences to no switch."""
     from mopmc.cli.common import run_cli

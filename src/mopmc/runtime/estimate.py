@@ -87,11 +87,26 @@ def proportion(successes: int, trials: int, method: str = "clopper-pearson", lev
 
 
 # --- reading logs --------------------------------------------------------------------------------
+class EpisodeLength(NamedTuple):
+    """What a log records about its episodes' length (decision steps).
+
+    ``exact``: the length the run was set up with (a sweep's manifest: ``env.duration x
+    env.policy_frequency`` of the setting, the frequency being the agent's own), or the step count of an
+    episode that ran to the end; otherwise the longest episode of a CSV log, which does not record
+    whether its episodes ended early (a crash), so the run may have been longer.
+    """
+
+    steps: int
+    exact: bool
+    where: str
+
+
 class LogSet(NamedTuple):
     """Episodes read from log files, with the files' provenance."""
 
     episodes: tuple[EpisodeResult, ...]
     sources: tuple[dict[str, Any], ...]
+    lengths: tuple[EpisodeLength, ...] = ()
 
 
 def _opt(text: str, cast: Any) -> Any:
@@ -142,12 +157,47 @@ def _files(path: Path) -> list[Path]:
     return files
 
 
+def _manifest_settings(manifest: Path, cache: dict[Path, dict[str, Any] | None]) -> dict[str, Any] | None:
+    """``{setting name: description}`` of a sweep manifest, or None when there is none (or unreadable)."""
+    if manifest not in cache:
+        try:
+            doc = json.loads(manifest.read_text())
+            cache[manifest] = {d["name"]: d for d in doc["settings"]}
+        except (OSError, ValueError, KeyError, TypeError):
+            cache[manifest] = None
+    return cache[manifest]
+
+
+def _recorded_length(setting: dict[str, Any] | None) -> tuple[int, float, float] | None:
+    """(steps, duration, frequency) a sweep setting ran with, from its manifest description."""
+    try:
+        env = setting["config"]["env"]  # type: ignore[index]
+        duration, frequency = float(env["duration"]), float(env["policy_frequency"])
+    except (KeyError, TypeError, ValueError):
+        return None
+    return int(round(duration * frequency)), duration, frequency
+
+
+def _episode_file_length(f: Path, episode: EpisodeResult, cache: dict[Path, Any]) -> EpisodeLength | None:
+    # OUT/episodes/<setting>/<episode>.json: the setting's description is in OUT/sweep.json
+    settings = _manifest_settings(f.parent.parent.parent / "sweep.json", cache) if f.parent.parent.name == "episodes" else None
+    recorded = _recorded_length(settings.get(f.parent.name)) if settings else None
+    if recorded is not None:
+        steps, duration, frequency = recorded
+        return EpisodeLength(steps, True, f"{f.parent} ({duration:g} s at {frequency:g} Hz)")
+    if not episode.terminated:
+        return EpisodeLength(len(episode.records), True, f"{f} (an episode that ran to the end)")
+    return EpisodeLength(len(episode.records), False, f"{f} (ended early)")
+
+
 def load_logs(paths: Iterable[str | Path]) -> LogSet:
     """Read CSV step logs and sweep episode files (folders are searched for ``*.json`` episodes)."""
     from mopmc.runtime.sweep import read_episode
 
     episodes: list[EpisodeResult] = []
     sources = []
+    lengths: dict[tuple[int, bool, str], EpisodeLength] = {}
+    cache: dict[Path, Any] = {}
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -156,11 +206,66 @@ def load_logs(paths: Iterable[str | Path]) -> LogSet:
         found = []
         for f in _files(path):
             digest.update(f.read_bytes())
-            found += _read_csv(f) if f.suffix == ".csv" else [read_episode(f)]
+            if f.suffix == ".csv":
+                read = _read_csv(f)
+                if read:
+                    longest = max(len(e.records) for e in read)
+                    lengths.setdefault((longest, False, str(f)), EpisodeLength(longest, False, f"{f} (its longest episode)"))
+            else:
+                read = [read_episode(f)]
+                length = _episode_file_length(f, read[0], cache)
+                if length is not None:
+                    lengths.setdefault(tuple(length), length)  # type: ignore[arg-type]
+            found += read
         episodes += found
         sources.append({"path": str(path), "sha256": digest.hexdigest(), "episodes": len(found),
                         "steps": sum(len(e.records) for e in found)})
-    return LogSet(tuple(episodes), tuple(sources))
+    return LogSet(tuple(episodes), tuple(sources), tuple(lengths.values()))
+
+
+def episode_length(logs: LogSet) -> EpisodeLength:
+    """The decision steps per episode the logs were recorded with: the model's ``n``.
+
+    Sweeps record it (their settings' duration x the policy frequency they ran at, a trained agent's
+    own), episode files of episodes that ran to the end have it, and a CSV log's longest episode is at
+    most it. Logs of different lengths, or no exact record that a longer CSV episode contradicts, are
+    refused in one line (give ``--n``).
+    """
+    exact = sorted({e.steps for e in logs.lengths if e.exact})
+    if len(exact) > 1:
+        by = {s: next(e.where for e in logs.lengths if e.exact and e.steps == s) for s in exact}
+        shown = "; ".join(f"{s} steps: {w}" for s, w in by.items())
+        raise ConfigError(f"the logs record episodes of different lengths ({shown}); estimate from runs of one "
+                          "episode length, or give --n")
+    bound = [e for e in logs.lengths if not e.exact]
+    if exact:
+        longer = [e for e in bound if e.steps > exact[0]]
+        if longer:
+            raise ConfigError(f"{longer[0].where} has {longer[0].steps} steps, more than the {exact[0]} the other "
+                              "logs record; estimate from runs of one episode length, or give --n")
+        return next(e for e in logs.lengths if e.exact)
+    if not bound:
+        raise ConfigError("the logs have no episodes to tell the episode length n from; give --n")
+    return max(bound, key=lambda e: e.steps)
+
+
+def reference_hint(paths: Iterable[str | Path], limit: int = 6) -> str:
+    """``; runs in t4: t4/episodes/none@d0.100, ...``: the sweep settings under ``paths`` that can be a
+    reference run, the no-switch ones first (empty when the logs hold no sweep settings)."""
+    folders: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        root = path / "episodes" if (path / "episodes").is_dir() else path
+        if root.is_dir():
+            folders += sorted(d for d in root.iterdir() if d.is_dir() and any(d.glob("*.json")))
+    if not folders:
+        return ""
+    baseline = [d for d in folders if d.name.startswith("none@")]
+    shown = baseline if baseline else folders[:limit]
+    text = ", ".join(str(d) for d in shown[:limit])
+    rest = len(folders) - min(len(shown), limit)
+    what = "the no-switch runs" if baseline else "runs"
+    return f"; {what} in the logs: {text}" + (f" (and {rest} other setting(s))" if rest else "")
 
 
 # --- scores --------------------------------------------------------------------------------------
@@ -234,8 +339,12 @@ def estimate_parameters(
     hw: Score,
     method: str = "clopper-pearson",
     level: float = 0.95,
+    n_from: str | None = None,
 ) -> dict[str, Any]:
     """The parameter file (as a dict ready for YAML) estimated from ``logs``.
+
+    ``n_from`` (where ``n`` came from, e.g. :func:`episode_length`'s ``where``) is recorded as
+    ``provenance.n``.
 
     ``configurations`` fixes names, thresholds, controllers and order; those absent from the logs
     are left out. Raises :class:`ConfigError` when a configuration has no round, secondary step or
@@ -289,8 +398,10 @@ def estimate_parameters(
             "ld": {"reward": "lane_dep_cost", "meaning": "lane departure (Prob_LD)"},
         },
         "configurations": confs,
-        "provenance": {"source": "mopmc rt estimate", "logs": list(logs.sources), "episodes": len(logs.episodes),
-                       "steps": steps, "interval": {"method": method, "level": level}, "estimates": estimates},
+        "provenance": {"source": "mopmc rt estimate", "logs": list(logs.sources),
+                       **({"n": {"value": int(n), "from": n_from}} if n_from is not None else {}),
+                       "episodes": len(logs.episodes), "steps": steps, "interval": {"method": method, "level": level},
+                       "estimates": estimates},
     }
 
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from mopmc.errors import ConfigError
+from mopmc.errors import ConfigError, SchedulerError
 from mopmc.runtime.metrics import StepMetrics
 from mopmc.runtime.scheduler import SchedulerFile, load_scheduler
 from mopmc.runtime.switch import Configuration, SwitchState
@@ -132,12 +132,18 @@ class SchedulerPolicy:
 
 
 SWITCH_NAMES = "none, C1, C2, C3, C4, uniform or a scheduler FILE.json"
+"""The switch names of the built-in configuration (a config file may list others)."""
+
+
+def switch_names(configurations: Sequence[Configuration]) -> str:
+    """What ``--switch`` accepts with these configurations, for messages."""
+    return ", ".join(["none", *(c.name for c in configurations), "uniform"]) + " or a scheduler FILE.json"
 
 
 def parse_switch(text: str, configurations: tuple[Configuration, ...]) -> SwitchPolicy | None:
     """``none`` -> None (primary only); a configuration name; ``uniform``; or a scheduler file path."""
     if not text.strip():
-        raise ConfigError(f"--switch: empty; expected {SWITCH_NAMES}")
+        raise ConfigError(f"--switch: empty; expected {switch_names(configurations)}")
     if text == "none":
         return None
     if text == "uniform":
@@ -147,4 +153,39 @@ def parse_switch(text: str, configurations: tuple[Configuration, ...]) -> Switch
             return FixedPolicy(conf)
     if text.endswith(".json") or Path(text).exists():
         return SchedulerPolicy(load_scheduler(text))
-    raise ConfigError(f"unknown switch {text!r}; expected {SWITCH_NAMES}")
+    raise ConfigError(f"unknown switch {text!r}; expected {switch_names(configurations)}")
+
+
+def check_episode_length(policy: SwitchPolicy | None, env: Any, agent: str, configured_frequency: float | None = None) -> None:
+    """Refuse a scheduler file computed for episodes of another length than this run's.
+
+    The model's timestep counter runs to ``n``; the runtime asks the scheduler at every decision step
+    of an episode (``env.duration x env.policy_frequency`` of them, the frequency being the agent's
+    own for a trained agent). A scheduler for fewer steps has no entry for the later ones, one for
+    more steps was optimised for another horizon: both are refused before any episode runs, in one
+    line with both numbers and the fix. ``configured_frequency`` is the config's
+    ``env.policy_frequency`` when a trained agent replaced it (for the message).
+    """
+    if not isinstance(policy, SchedulerPolicy):
+        return
+    covered = policy.scheduler.episode_steps
+    steps = int(round(env.duration * env.policy_frequency))
+    if covered is None or covered == steps:
+        return
+    from mopmc.runtime.agents import SHIPPED, shipped_agent_path
+
+    shown = SHIPPED if agent == str(shipped_agent_path()) else agent
+    who = f"agent {shown!r}"
+    hz = env.policy_frequency
+    fixes = [f"build the model with --n {steps} (mopmc design build ... --n {steps}, or n: {steps} in --params) "
+             "and export the scheduler again"]
+    seconds = covered / hz
+    fixes.append(f"run {covered} steps: a --config with env.duration {seconds:g}")
+    if agent != "idm" and configured_frequency is not None and configured_frequency != hz:
+        if round(env.duration * configured_frequency) == covered:
+            fixes.append(f"--agent idm (it runs at the config's {configured_frequency:g} Hz: "
+                         f"{round(env.duration * configured_frequency)} steps)")
+    raise SchedulerError(
+        f"{policy.scheduler.path}: the scheduler covers episodes of {covered} steps (its model's n); this run has "
+        f"{steps} ({who} at {hz:g} Hz x {env.duration:g} s); " + ", or ".join(fixes)
+    )

@@ -1,4 +1,4 @@
-"""Scheduler files (format ``mopmc-scheduler`` version 1, see docs/scheduler-format.md).
+"""Scheduler files (format ``mopmc-scheduler`` version 1, see docs/formats.md).
 
 A scheduler file lists, per model state valuation, a distribution over the state's choices. The
 ``binding`` tells the runtime which model variables carry the switch's timestep, consecutive-call
@@ -100,6 +100,18 @@ class SchedulerFile:
         if found is None:
             raise SchedulerError(self._missing("exit_check", key))
         return found
+
+    @property
+    def episode_steps(self) -> int | None:
+        """The episode length (decision steps) the scheduler covers: ``n`` of the model it was computed on.
+
+        A model of ``n`` steps chooses a configuration at ``tc = 0 .. n-1`` and checks exits after a
+        secondary step at ``tc = 1 .. n``; the largest timestep of either kind of entry gives ``n``.
+        ``None`` when the file has no entries at the switch's choice points.
+        """
+        last = [ts + 1 for table in self.choose for (ts, *_) in table]
+        last += [ts for table in self.exit for (ts, *_) in table]
+        return max(last) if last else None
 
     def observations(self, metrics: StepMetrics) -> dict[str, bool]:
         """The bound recorder observations of a step (low = at or below the threshold)."""

@@ -216,6 +216,49 @@ def _manifest(settings: Sequence[Setting], episodes: int) -> dict[str, Any]:
     return {"format": FORMAT, "episodes": episodes, "fingerprint": _fingerprint(described), "settings": described}
 
 
+def _short(value: Any) -> str:
+    text = json.dumps(value, sort_keys=True)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _paths(before: Any, now: Any, prefix: str) -> list[tuple[str, Any, Any]]:
+    """Dotted key paths where two JSON values differ, with both values (missing: None)."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        out = []
+        for key in sorted(set(before) | set(now)):
+            out += _paths(before.get(key), now.get(key), f"{prefix}.{key}" if prefix else str(key))
+        return out
+    if isinstance(before, list) and isinstance(now, list) and len(before) == len(now):
+        out = []
+        for i, (a, b) in enumerate(zip(before, now)):
+            out += _paths(a, b, f"{prefix}[{i}]")
+        return out
+    return [] if before == now else [(prefix, before, now)]
+
+
+def _differences(before: dict[str, Any], now: dict[str, Any], limit: int = 4) -> str:
+    """``config.env.duration (folder 6.0, now 8.0), ...``: the keys of two setting descriptions that differ."""
+    found = _paths(before, now, "")
+    shown = [f"{path} (folder {_short(a)}, now {_short(b)})" for path, a, b in found[:limit]]
+    if len(found) > limit:
+        shown.append(f"{len(found) - limit} more")
+    return ", ".join(shown)
+
+
+def check_settings(settings: Sequence[Setting]) -> None:
+    """What can be checked before any episode runs: switch names, scheduler files and whether each
+    scheduler covers its setting's episode length (:func:`~mopmc.runtime.policy.check_episode_length`)."""
+    from mopmc.errors import SchedulerError
+    from mopmc.runtime.policy import check_episode_length, parse_switch
+
+    for s in settings:
+        try:
+            policy = parse_switch(s.switch, s.config.switch.configurations)
+            check_episode_length(policy, s.config.env, s.agent)
+        except (ConfigError, SchedulerError) as exc:
+            raise type(exc)(f"setting {s.name}: {exc}") from None
+
+
 def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
     names = [s.name for s in settings]
     for name in names:
@@ -244,10 +287,9 @@ def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
         for described in manifest["settings"]:
             before = old_settings.get(described["name"])
             if before is not None and before != described:
-                changed = sorted(k for k in set(before) | set(described) if before.get(k) != described.get(k))
                 raise ConfigError(
                     f"{out}: holds a sweep with other settings: setting {described['name']!r} differs in "
-                    f"{', '.join(changed)}; use another output folder"
+                    f"{_differences(before, described)}; use another output folder"
                 )
         merged = list(old["settings"]) + [d for d in manifest["settings"] if d["name"] not in old_settings]
         manifest["settings"] = merged
@@ -282,11 +324,57 @@ def run_local(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], workers: 
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
+    from concurrent.futures.process import BrokenProcessPool
+
     # spawn, not fork: the parent may hold threads (the progress bar) and loaded simulators
-    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = [pool.submit(fn, *job) for job in jobs]
-        for future in as_completed(futures):
-            yield future.result()
+    try:
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = [pool.submit(fn, *job) for job in jobs]
+            for future in as_completed(futures):
+                yield future.result()
+    except BrokenProcessPool:
+        raise ConfigError(_broken_pool_message(workers)) from None
+
+
+def _main_script() -> Path | None:
+    """The script ``python SCRIPT`` runs, or None (``python -m``, ``-c``, an interactive session)."""
+    import sys
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        return None
+    return Path(path) if Path(path).is_file() else None
+
+
+def _has_main_guard(script: Path) -> bool:
+    try:
+        text = script.read_text()
+    except (OSError, UnicodeDecodeError):
+        return True  # cannot tell: do not claim it lacks one
+    return re.search(r"""__name__\s*==\s*['"]__main__['"]""", text) is not None
+
+
+def _broken_pool_message(workers: int) -> str:
+    script = _main_script()
+    if script is not None and not _has_main_guard(script):
+        return (f"the process pool's workers could not start: {script} runs the sweep when it is imported, and the "
+                f"pool starts its {workers} workers with spawn, which imports {script.name} again in each; put the "
+                "sweep under `if __name__ == \"__main__\":` (docs/experiments.md), or pass workers=0 to run in this "
+                "process; finished episodes are kept")
+    return (f"a worker process of the pool ({workers} workers, spawn) ended abruptly (killed, out of memory, or a "
+            "script that runs the sweep when imported: put it under `if __name__ == \"__main__\":`); rerun to "
+            "resume, finished episodes are kept, or pass workers=0 to run in this process")
+
+
+def _not_in_a_spawned_worker() -> None:
+    """A pool worker starting up imports the main script again; a script without a main guard calls
+    run_sweep from there. Stop that worker quietly (no traceback per worker, no second sweep writing the
+    folder): the parent sees its pool break and explains the fix in one line."""
+    import multiprocessing
+
+    if getattr(multiprocessing.current_process(), "_inheriting", False):
+        raise SystemExit(3)
 
 
 def _local(by_name: dict[str, Setting], jobs: Sequence[Job], workers: int) -> Iterator[dict[str, Any]]:
@@ -315,6 +403,8 @@ def run_sweep(
         on_episode: called with each newly finished episode document.
     """
     out = Path(out)
+    _not_in_a_spawned_worker()
+    check_settings(settings)
     _prepare(out, settings, episodes)
     by_name = {s.name: s for s in settings}
     jobs, skipped = pending_jobs(out, settings, episodes)

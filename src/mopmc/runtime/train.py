@@ -111,6 +111,7 @@ class TrainResult(NamedTuple):
     evaluations: tuple[dict[str, Any], ...]
     final_model: Path
     best_model: Path | None
+    already_complete: bool = False  # the folder held the finished run: nothing was trained
 
 
 class TrainingInterrupted(MopmcError):
@@ -269,7 +270,8 @@ def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
         differ = sorted(k for k in set(doc) | set(old) if k not in ("output", "total_steps") and old.get(k) != doc.get(k))
         if differ:
             raise ConfigError(
-                f"{out}: holds a training run with a different config ({', '.join(differ)} differ); "
+                f"{out}: holds a training run with a different config ({', '.join(differ)} "
+                f"{'differs' if len(differ) == 1 else 'differ'}); "
                 "use another --out or the same config"
             )
     _write_json(saved, doc)
@@ -285,10 +287,28 @@ def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
     return folder
 
 
+def _finished(config: TrainConfig, out: Path) -> TrainResult | None:
+    """The result of a run that already reached ``total_steps`` in ``out`` (its final model is
+    written last, after every evaluation), or None when there is training left to do."""
+    meta_path, final = out / "final_model.json", out / "final_model.zip"
+    if not (meta_path.is_file() and final.is_file()):
+        return None
+    steps = _read_json(meta_path, dict, out).get("steps")
+    if steps != config.total_steps:
+        return None  # total_steps was raised (or lowered): train on from the last checkpoint
+    evals = out / "evals.json"
+    evaluations = tuple(_read_json(evals, list, out)) if evals.is_file() else ()
+    best = out / "best_model.zip"
+    return TrainResult(steps, steps, evaluations, final, best if best.is_file() else None, already_complete=True)
+
+
 def train(
     config: TrainConfig, out: str | Path | None = None, *, progress: bool = True, interrupt_at: int | None = None
 ) -> TrainResult:
     """Train (or resume) a DDPG agent; see the module docstring for the output folder.
+
+    A folder that already holds the finished run (its final model at ``total_steps``) is not
+    trained again: the result has ``already_complete`` set and ``resumed_from == steps``.
 
     Args:
         config: the run.
@@ -301,6 +321,9 @@ def train(
 
     out_dir = Path(out if out is not None else config.output)
     last = _prepare_output(config, out_dir)
+    finished = _finished(config, out_dir)
+    if finished is not None:
+        return finished
     interface = config.agent_interface()
     env = sb.TrainingEnv(config.env, interface, config.reward, config.seed, config.simulator)
     vec_env = sb.make_vec_env(env)

@@ -98,12 +98,15 @@ class Table4Spec:
         for m in self.methods:
             if m not in known:
                 raise ConfigError(f"--methods: unknown switch {m!r}; known: {', '.join(sorted(known))}")
-        from mopmc.runtime.policy import parse_switch
+        from mopmc.runtime.agents import env_for_agent
+        from mopmc.runtime.policy import check_episode_length, parse_switch
 
+        env = env_for_agent(self.config.env, self.agent)
         for path in self.schedulers:
             if not Path(path).is_file():
                 raise ConfigError(f"--scheduler {path}: file not found")
-            parse_switch(path, self.config.switch.configurations)  # validates the file now, not mid-sweep
+            policy = parse_switch(path, self.config.switch.configurations)  # validates the file now, not mid-sweep
+            check_episode_length(policy, env, self.agent, self.config.env.policy_frequency)
         if self.seed < 0:
             raise ConfigError(f"--seed must be >= 0, got {self.seed}")
 
