@@ -98,3 +98,16 @@ def test_check_answers_do_not_depend_on_the_builder():
         assert r.code == 0, r.stderr
         out[builder] = r.json()[0]["points"]
     assert np.allclose(out["mopmc"], out["storm"], rtol=0, atol=1e-12)
+
+
+def test_info_names_variables_and_no_builder_for_a_umb(tmp_path):
+    """The JSON said variables null for every model (valuations were not loaded), builder storm for a
+    UMB file (read, not built) and actions [""] for a model without action names."""
+    d = run_mopmc("info", "example:dice", "--json").json()
+    assert d["variables"] == ["s", "d"] and d["actions"] == [] and d["builder"] == "storm"
+    umb = tmp_path / "mini.umb"
+    assert run_mopmc("design", "build", "paper-switch", "--n", "2", "--out", umb).code == 0
+    d = run_mopmc("info", umb, "--json").json()
+    assert d["builder"] is None and "conf" in d["variables"] and "conf" in d["actions"]
+    r = run_mopmc("info", umb)
+    assert r.code == 0 and "variables" in r.stdout and "builder" not in r.stdout

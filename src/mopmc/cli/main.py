@@ -65,10 +65,11 @@ def info(
     def body():
         from mopmc.io.load import load
 
-        loaded = load(model, parse_consts(const))
+        loaded = load(model, parse_consts(const), valuations=True)  # (the state variables' names are part of the answer)
         m = loaded.model
         summary = {"model": model, "type": loaded.kind, **m.summary(), "load_seconds": round(loaded.seconds, 4),
-                   "builder": loaded.builder}
+                   "builder": loaded.builder if loaded.program is not None else None}  # (a UMB file is read, not built)
+        summary["actions"] = [a for a in summary["actions"] if a]  # (the unnamed action of unlabelled commands: no name)
         if json_out:
             print_json(summary)
             return
@@ -80,9 +81,10 @@ def info(
             table.add_row(key, str(summary[key]))
         table.add_row("reward models", ", ".join(summary["reward_models"]) or "(none)")
         table.add_row("labels", ", ".join(summary["labels"]) or "(none)")
-        acts = [a for a in summary["actions"] if a]
-        if acts:
-            table.add_row("actions", ", ".join(acts))
+        if summary["actions"]:
+            table.add_row("actions", ", ".join(summary["actions"]))
+        if summary["variables"]:
+            table.add_row("variables", ", ".join(summary["variables"]))
         table.add_row("load time", f"{summary['load_seconds']:.3f} s ({loaded.builder}'s builder)" if loaded.program is not None
                       else f"{summary['load_seconds']:.3f} s")
         Console().print(table)
