@@ -161,3 +161,10 @@ def test_exit_codes_in_process(monkeypatch, capsys, args, code, err):
         assert exc.value.code == code
     stderr = capsys.readouterr().err
     assert stderr.startswith(err) and stderr.count("\n") == (1 if err else 0), stderr
+
+
+def test_a_usage_error_with_json_still_prints_json(tmp_path):
+    r = run_mopmc("check", "example:dice", "--json", "--precison", "1e-6", cwd=tmp_path, timeout=60)
+    assert_one_line_error(r, "no such option: --precison", code=2)
+    doc = r.json()
+    assert doc["exit_code"] == 2 and doc["type"] == "UsageError" and "--precison" in doc["error"]

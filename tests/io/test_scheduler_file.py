@@ -73,6 +73,48 @@ BAD = [  # (name, base document, mutation, words of the message)
     ("mixture component not an object", MIXTURE, lambda d: d.update(components=[1]), ["components[0]: expected an object"]),
     ("mixture component entries not a list", MIXTURE, lambda d: d["components"][0].update(entries="x"),
      ["components[0].entries: expected a list"]),
+    # unknown keys are errors, by name (docs/formats.md), as in the runtime's reader
+    ("unknown top-level key", RANDOMISED, lambda d: d.update(colour="red"),
+     ["top level: unknown key(s) colour; allowed:", "entries"]),
+    ("unknown model key", RANDOMISED, lambda d: d["model"].update(colour="red"), ["model: unknown key(s) colour"]),
+    ("unknown entry key", RANDOMISED, lambda d: _entry(d).update(colour="red"), ["entries[0]: unknown key(s) colour"]),
+    ("unknown choice key", RANDOMISED, lambda d: _entry(d)["choices"][1].update(colour="red"),
+     ["entries[0].choices[1]: unknown key(s) colour"]),
+    ("unknown component key", MIXTURE, lambda d: d["components"][1].update(colour="red"),
+     ["components[1]: unknown key(s) colour"]),
+    ("mixture with entries", MIXTURE, lambda d: d.update(entries=[]), ["a mixture has 'components'", "no 'entries'"]),
+    ("randomised with components", RANDOMISED, lambda d: d.update(components=[]), ["'entries' and no 'components'"]),
+    ("another format", RANDOMISED, lambda d: d.update(format="mopmc-deterministic-scheduler"),
+     ["not a mopmc-scheduler version 1 file"]),
+    ("a Pareto file without a vertex", RANDOMISED,
+     lambda d: (d.clear(), d.update(copy.deepcopy(PARETO))),
+     ["Pareto file with 2 vertices", "--vertex I (0 to 1)"]),
+]
+
+PARETO = {"format": "mopmc-pareto-schedulers", "version": 1, "model": RANDOMISED["model"],
+          "objectives": RANDOMISED["objectives"], "status": "optimal",
+          "schedulers": [{"point": [1.0, 5.0], "entries": MIXTURE["components"][0]["entries"]},
+                         {"point": [5.0, 3.0], "entries": MIXTURE["components"][1]["entries"]}],
+          "vertices": [{"point": [1.0, 5.0], "components": [{"weight": 1.0, "scheduler": 0}]},
+                       {"point": [3.0, 4.0], "components": [{"weight": 0.5, "scheduler": 0},
+                                                            {"weight": 0.5, "scheduler": 1}]}]}
+BAD_PARETO = [  # read with vertex=1
+    ("vertex out of range", lambda d: d["vertices"].pop(), ["--vertex 1", "1 vertices (0 to 0)"]),
+    ("scheduler index out of range", lambda d: d["vertices"][0]["components"][0].update(scheduler=2),
+     ["vertices[0].components[0].scheduler", "0 to 1", "got 2"]),
+    ("scheduler index a float", lambda d: d["vertices"][1]["components"][0].update(scheduler=0.0),
+     ["vertices[1].components[0].scheduler", "got 0.0"]),
+    ("weights not summing to 1", lambda d: d["vertices"][1]["components"][0].update(weight=0.2),
+     ["vertices[1].components: weights must be >= 0 and sum to 1"]),
+    ("unknown vertex key", lambda d: d["vertices"][1].update(colour="red"), ["vertices[1]: unknown key(s) colour"]),
+    ("unknown top-level key", lambda d: d.update(kind="mixture"), ["top level: unknown key(s) kind"]),
+    ("a vertex without components", lambda d: d["vertices"][0].pop("components"),
+     ["vertices[0]: missing key 'components'"]),
+    ("a scheduler point not numbers", lambda d: d["schedulers"][1].update(point="x"),
+     ["schedulers[1].point: expected a list of numbers"]),
+    ("two choices in a vertex scheduler", lambda d: d["schedulers"][1].update(entries=RANDOMISED["entries"]),
+     ["schedulers[1].entries[0].choices", "deterministic"]),
+    ("no vertices", lambda d: d.update(vertices=[]), ["vertices: expected a non-empty list"]),
 ]
 
 
@@ -90,6 +132,36 @@ def test_malformed_scheduler_files_name_the_key(tmp_path, tradeoff, name, base, 
     path.write_text(json.dumps(doc))
     with pytest.raises(SchedulerError) as info:
         read_scheduler(path, tradeoff)
+    message = info.value.one_line()
+    assert message.startswith(f"{path}: "), message
+    for word in words:
+        assert word in message, (word, message)
+
+
+def test_a_pareto_file_reads_each_vertex(tmp_path, tradeoff):
+    from mopmc.engine.evaluate import Mixture, Policy
+
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(PARETO))
+    first, meta = read_scheduler(path, tradeoff, vertex=0)
+    assert isinstance(first, Policy) and meta == {"kind": "deterministic", "objectives": PARETO["objectives"],
+                                                  "point": [1.0, 5.0], "vertex": 0, "vertices": 2}
+    mix, meta = read_scheduler(path, tradeoff, vertex=1)
+    assert isinstance(mix, Mixture) and mix.weights.tolist() == [0.5, 0.5] and meta["kind"] == "mixture"
+    assert [int(p.choice[0]) for p in mix.policies] == [int(tradeoff.row_groups[0]), int(tradeoff.row_groups[0]) + 1]
+    with pytest.raises(SchedulerError, match="one scheduler .*leave out --vertex"):
+        (tmp_path / "r.json").write_text(json.dumps(RANDOMISED))
+        read_scheduler(tmp_path / "r.json", tradeoff, vertex=0)
+
+
+@pytest.mark.parametrize("name, mutate, words", BAD_PARETO, ids=[b[0] for b in BAD_PARETO])
+def test_malformed_pareto_files_name_the_key(tmp_path, tradeoff, name, mutate, words):
+    doc = copy.deepcopy(PARETO)
+    mutate(doc)
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchedulerError) as info:
+        read_scheduler(path, tradeoff, vertex=1)
     message = info.value.one_line()
     assert message.startswith(f"{path}: "), message
     for word in words:
@@ -115,7 +187,7 @@ def test_evaluate_refuses_a_nan_probability(tmp_path):
 def test_export_into_a_folder_or_with_a_bad_binding_is_one_error(tmp_path):
     (tmp_path / "dir").mkdir()
     r = run_mopmc("convex", files.tradeoff, "--prop", PROP, "--export-scheduler", tmp_path / "dir")
-    assert_one_line_error(r, "dir", "cannot write the scheduler file")
+    assert_one_line_error(r, "--export-scheduler", "dir", "is a directory")  # checked before the model is built
     assert not list(tmp_path.glob("*.tmp"))
     r = run_mopmc("convex", files.tradeoff, "--prop", PROP, "--export-scheduler", tmp_path / "s.json",
                   "--binding", "paper-switch")

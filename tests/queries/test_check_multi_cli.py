@@ -10,8 +10,8 @@ import pytest
 
 from support import assert_one_line_error, run_mopmc, shared_model
 from mopmc.engine.evaluate import evaluate
-from mopmc.engine.scheduler import Scheduler
 from mopmc.io.load import load
+from mopmc.io.scheduler_file import read_scheduler
 
 PROPS = "\n".join([
     'multi(R{"time"}min=? [C], R{"energy"}min=? [C]);',
@@ -32,7 +32,9 @@ def test_json_contract(tmp_path):
         assert set(r["timings"]) >= {"load", "check"} and all(v >= 0 for v in r["timings"].values())
         assert r["precision"] > 0
         for i, o in enumerate(r["objectives"]):
-            assert set(o) == {"index", "formula", "name"} and o["index"] == i
+            bounded = "<=" in o["formula"]  # a bound adds its comparison and numeric threshold
+            assert set(o) == {"index", "formula", "name"} | ({"comparison", "threshold"} if bounded else set())
+            assert o["index"] == i and (not bounded or o["threshold"] == 4 and o["comparison"] == "<=")
     pareto, ach, num, value = rows
     assert [o["name"] for o in pareto["objectives"]] == ["time", "energy"]
     assert pareto["precision"] == 1e-4  # the multi-objective default, absolute per objective
@@ -67,18 +69,13 @@ def test_export_pareto_schedulers_and_plot(tmp_path):
     assert res.code == 0, res.stderr
     points = res.json()[0]["points"]
     doc = json.loads(out.read_text())
-    assert doc["kind"] == "pareto" and [v["point"] for v in doc["vertices"]] == points
-    # each exported deterministic scheduler, replayed on the model, gives its vertex
-    loaded = load("example:tradeoff", properties=prop)
+    assert doc["format"] == "mopmc-pareto-schedulers" and [v["point"] for v in doc["vertices"]] == points
+    # each exported scheduler, read back onto the model (docs/formats.md), gives its vertex
+    loaded = load("example:tradeoff", properties=prop, valuations=True)
     model, (p,) = loaded.model, loaded.properties()
-    for v in doc["vertices"]:
-        sch = v["scheduler"]
-        entries = sch["entries"]
-        decided = np.zeros((sch["memory_bits"], model.n_states), bool)
-        for j, states in enumerate(sch["memory_sets"]):
-            decided[j, states] = True
-        scheduler = Scheduler(np.array([e["state"] for e in entries]), np.array([e.get("memory", 0) for e in entries]),
-                              np.array([model.row_groups[e["state"]] + e["choice"] for e in entries]), decided, model.n_states)
+    for i, v in enumerate(doc["vertices"]):
+        scheduler, meta = read_scheduler(out, model, vertex=i)
+        assert meta["point"] == v["point"]
         np.testing.assert_allclose(evaluate(model, scheduler, p.objectives).values, v["point"], atol=1e-9)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -94,7 +91,8 @@ def test_export_schedulers_with_the_torch_engine(tmp_path):
         assert res.code == 0, res.stderr
         docs.append(json.loads(out.read_text()))
     kernel, torch_doc = docs
-    assert [v["scheduler"] for v in torch_doc["vertices"]] == [v["scheduler"] for v in kernel["vertices"]]
+    assert [s["entries"] for s in torch_doc["schedulers"]] == [s["entries"] for s in kernel["schedulers"]]
+    assert [v["components"] for v in torch_doc["vertices"]] == [v["components"] for v in kernel["vertices"]]
     np.testing.assert_allclose([v["point"] for v in torch_doc["vertices"]], [v["point"] for v in kernel["vertices"]],
                                rtol=1e-9, atol=1e-12)
 

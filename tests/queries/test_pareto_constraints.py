@@ -87,7 +87,9 @@ def test_constrained_front_exports_mixed_schedulers(tmp_path):
     doc = json.loads(target.read_text())
     points = sorted(tuple(v["point"]) for v in doc["vertices"])
     assert np.allclose(points, [(0.3, 0.7, 0.3), (0.6, 0.4, 0.6)], atol=1e-9)
+    assert doc["format"] == "mopmc-pareto-schedulers"
     for v in doc["vertices"]:
-        weights = [m["weight"] for m in v["mixture"]]
+        weights = [c["weight"] for c in v["components"]]
         assert sum(weights) == pytest.approx(1.0)
-        assert np.allclose(np.array(weights) @ np.array([m["point"] for m in v["mixture"]]), v["point"], atol=1e-9)
+        points = [doc["schedulers"][c["scheduler"]]["point"] for c in v["components"]]
+        assert np.allclose(np.array(weights) @ np.array(points), v["point"], atol=1e-9)

@@ -1,30 +1,32 @@
 """``mopmc check MODEL --prop P | --props FILE``: single-objective values (and multi(...) when available).
 
 Results go to stdout (a rich table, or with ``--json`` a JSON list with one object per property);
-errors are one line on stderr. An infinite optimum: with one property a one-line error; with several,
-every result is printed, that one marked ``"status": "infinite"``; the exit code is 2 in both cases.
+errors are one line on stderr (with ``--json`` also a JSON object ``{"error": ...}`` on stdout,
+:func:`mopmc.cli.common.fail`). ``--prop`` may be repeated: the properties are checked in order, as
+those of a ``--props`` file. An infinite single-objective value is a result, as in Storm: the row
+has ``"status": "infinite"`` and ``"value": "inf"`` (or ``"-inf"``: strict JSON has no infinity;
+``float()`` reads both), a ``message`` saying why, a note on stderr, and the exit code is 0, for
+one property or several alike.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 import time
-from pathlib import Path
 from typing import List, Optional
 
 import typer
 
 from mopmc.cli.common import load_timings, parse_consts, print_json, run_cli
-from mopmc.errors import InfiniteValueError, PropertyError
+from mopmc.errors import PropertyError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
 def check_command(
     model: str,
-    prop: str | None,
+    prop: str | list[str] | None,
     props_file: str | None,
     const: list[str] | None,
     json_out: bool,
@@ -40,32 +42,37 @@ def check_command(
     from mopmc.properties.parse import read_property_file
     from mopmc.queries.single import check as check_single
 
+    prop = _join_props(prop)
     if (prop is None) == (props_file is None):
-        raise PropertyError("give exactly one of --prop TEXT or --props FILE")
+        raise PropertyError("give exactly one of --prop TEXT (may be repeated) or --props FILE")
     if engine not in ("kernel", "lp", "torch"):
         raise PropertyError(f"--engine {engine!r}: use kernel, lp or torch")
     if device is not None and engine != "torch":
         raise PropertyError(f"--device {device}: only --engine torch runs on a device")
-    if precision is not None and not 0 < precision < 1:
-        raise PropertyError(f"--precision {precision}: give a relative precision between 0 and 1, e.g. 1e-6")
+    _check_export(export_scheduler, engine)
+    if plot:
+        from mopmc.queries.plot import check_plot_path
+
+        check_plot_path(plot)  # before the model is built
     text = prop if prop is not None else read_property_file(props_file)
+    if precision is not None:
+        _check_precision(precision, None, "multi(" in text.replace(" ", ""))
     loaded = load(model, parse_consts(const), properties=text, warm="check" if engine != "lp" else None,
-                  warm_engine=engine, warm_device=device)
+                  warm_engine=engine, warm_device=device, valuations=export_scheduler is not None)
     props = loaded.properties()
     if not props:
         raise PropertyError(f"no property found in {props_file or repr(prop)}")
+    _check_export_properties(export_scheduler, props)
+    if precision is not None:
+        for i, p in enumerate(props):
+            _check_precision(precision, f"property {i + 1} ({p.text})", p.multi)
     if plot:
         from mopmc.queries.plot import check_plottable
-
-        if Path(plot).suffix.lower() not in (".png", ".pdf", ".svg"):
-            raise PropertyError(f"--plot {plot}: give a .png, .pdf or .svg file name")
-        if not Path(plot).resolve().parent.is_dir():
-            raise PropertyError(f"--plot {plot}: folder {Path(plot).resolve().parent} does not exist")
 
         if len(props) != 1:
             raise PropertyError(f"--plot {plot}: give one property ({len(props)} given)")
         check_plottable(props[0].kind, len(props[0].objectives), f"property 1 ({props[0].text})")
-    rows, schedulers, infinite = [], [], []
+    rows, schedulers = [], []
     for p in props:
         if p.multi:
             row, res = _multi(loaded.model, p, engine, precision, device, exact_margin)
@@ -77,22 +84,44 @@ def check_command(
         else:
             res = check_single(loaded.model, p, precision=1e-6 if precision is None else precision,
                                engine=engine, device=device)
-            row, sched = res.to_json(), res.scheduler
-            if res.status == "infinite":
-                infinite.append(res.message)
+            row, sched = res.to_json(), res
+            if res.status == "infinite":  # a result (as in Storm), explained on stderr
+                sys.stderr.write(f"note: {res.message}\n")
         row["timings"] = {**load_timings(loaded), **row.get("timings", {})}
         rows.append(row)
         schedulers.append(sched)
-    if infinite and len(props) == 1:
-        raise InfiniteValueError(infinite[0])
     if export_scheduler:
-        _export(export_scheduler, loaded.model, props, schedulers)
+        rows[0]["scheduler"] = _export(export_scheduler, loaded.model, props, schedulers, quiet=json_out)
     if json_out:
         print_json(rows)
     else:
         _table(model, rows)
-    if infinite:
-        raise SystemExit(2)
+
+
+def _join_props(prop: str | list[str] | tuple | None) -> str | None:
+    """The property text of one or several ``--prop`` options: one property per line, in order
+    (Storm's parser separates properties by ``;``; a repeated ``;`` is harmless)."""
+    if prop is None or isinstance(prop, str):
+        return prop
+    texts = [t for t in prop]
+    if not texts:
+        return None
+    return ";\n".join(texts)
+
+
+def _check_precision(precision: float, where: str | None, multi: bool) -> None:
+    """``--precision`` as the query kind takes it: relative in (0, 1) for single objectives,
+    absolute per objective (positive, finite) for ``multi(...)``. ``where``: the property, once
+    parsed; before (``None``) only what no kind accepts is refused, worded by ``multi`` (whether
+    the text has a ``multi(...)``)."""
+    at = f" for {where}" if where else ""
+    if multi:
+        if not (math.isfinite(precision) and precision > 0):
+            raise PropertyError(f"--precision {precision}{at}: multi(...) queries take an absolute precision per "
+                                "objective: give a positive number, e.g. 1e-4")
+    elif not 0 < precision < 1:
+        raise PropertyError(f"--precision {precision}{at}: single objectives take a relative precision: give a "
+                            "number between 0 and 1, e.g. 1e-6")
 
 
 def _multi(model, p, engine: str, precision: float | None, device: str | None = None, exact_margin: bool = False):
@@ -124,36 +153,70 @@ class _MultiSchedulers:
             raise PropertyError("--export-scheduler with a multi(...) property needs --engine kernel or torch (got lp)")
         self.res = res
 
-    def to_json(self, model) -> dict:
-        res = self.res
-        if res.kind == "pareto" and res.mixtures:
-            # thresholds as constraints: each front vertex is a mixture of deterministic schedulers
-            return {"kind": "pareto", "status": res.status, "vertices": [
-                {"point": pt, "mixture": _mixture(model, [w for w, _ in mix], [res.vertices[i] for _, i in mix],
-                                                  [res.vertex_schedulers[i] for _, i in mix])}
-                for pt, mix in zip(res.points, res.mixtures)]}
-        if res.kind == "pareto":
-            return {"kind": "pareto", "status": res.status,
-                    "vertices": [{"point": pt, "scheduler": s.scheduler.to_json(model)}
-                                 for pt, s in zip(res.points, res.schedulers)]}
-        if res.witness is None:
-            return {"kind": res.kind, "status": res.status, "mixture": []}
-        w = res.witness
-        return {"kind": res.kind, "mixture": _mixture(model, w.weights, w.points, w.schedulers)}
+
+def _check_export(path: str | None, engine: str) -> None:
+    """Before the model is built: ``--export-scheduler`` names a file in an existing folder and the
+    engine computes schedulers."""
+    if path is None:
+        return
+    from mopmc.design.build import check_output
+
+    check_output(path, "--export-scheduler")
+    if engine == "lp":
+        raise PropertyError(f"--export-scheduler {path}: the lp engine computes values, not schedulers; "
+                            "use --engine kernel or torch")
 
 
-def _mixture(model, weights, points, schedulers) -> list[dict]:
-    """A randomised mixture of deterministic schedulers as exported: weight, point, scheduler each."""
-    return [{"weight": lam, "point": pt, "scheduler": s.scheduler.to_json(model)}
-            for lam, pt, s in zip(weights, points, schedulers)]
+def _check_export_properties(path: str | None, props) -> None:
+    """A scheduler file holds the scheduler of one query: one property (checked before the queries)."""
+    if path is not None and len(props) != 1:
+        raise PropertyError(f"--export-scheduler {path}: give one property ({len(props)} given); "
+                            "a scheduler file holds the scheduler of one query")
 
 
-def _export(path: str, model, props, schedulers) -> None:
-    found = [(p, s) for p, s in zip(props, schedulers) if s is not None]
-    if not found:
-        raise PropertyError(f"--export-scheduler {path}: no property produced a scheduler")
-    doc = [{"property": p.text, **s.to_json(model)} for p, s in found]
-    Path(path).write_text(json.dumps(doc[0] if len(doc) == 1 else doc, indent=1) + "\n")
+def _export(path: str, model, props, schedulers, quiet: bool = False) -> dict:
+    """Write the scheduler of the single property: ``mopmc-scheduler`` (a single objective: the
+    deterministic optimum; achievability, numerical: the witness, a mixture of deterministic
+    schedulers) or ``mopmc-pareto-schedulers`` (Pareto: one scheduler per front point), entries for
+    the states each scheduler reaches (docs/formats.md). Returns what was written; says so on
+    stderr unless ``quiet``."""
+    import numpy as np
+
+    from mopmc.engine.evaluate import Mixture, Policy
+    from mopmc.io.scheduler_file import pareto_document, scheduler_document, write_document
+
+    (p,), (s,) = props, schedulers
+    res = s.res if isinstance(s, _MultiSchedulers) else s
+    if (res.scheduler is None if s is res else not res.points if res.kind == "pareto" else res.witness is None):
+        why = ("not achievable" if getattr(res, "kind", None) == "achievability" and not res.achievable
+               else f"the value is {res.value}" if s is res else f"status {res.status}")
+        raise PropertyError(f"--export-scheduler {path}: {p.text} has no scheduler to export ({why})")
+    if not isinstance(s, _MultiSchedulers):  # a single objective: the kernel's deterministic optimum
+        doc = scheduler_document(model, p.objectives, [s.value], Policy.of(s.scheduler), reachable=True)
+        info = {"path": str(path), "format": doc["format"], "kind": doc["kind"]}
+    elif s.res.kind == "pareto":
+        res = s.res
+        if res.mixtures:  # thresholds as constraints: each front point mixes deterministic vertices
+            scheds = [(pt, Policy.of(k)) for pt, k in zip(res.vertices, res.vertex_schedulers)]
+            verts = list(zip(res.points, res.mixtures))
+        else:
+            scheds = [(pt, Policy.of(k)) for pt, k in zip(res.points, res.schedulers)]
+            verts = [(pt, [(1.0, i)]) for i, pt in enumerate(res.points)]
+        doc = pareto_document(model, p.objectives, scheds, verts, status=res.status)
+        info = {"path": str(path), "format": doc["format"], "vertices": len(verts)}
+    else:  # achievability or numerical: the witness mixture meets every threshold
+        w = s.res.witness
+        weights = np.asarray(w.weights, float) / float(np.sum(w.weights))
+        point = weights @ np.asarray(w.points, float)
+        pols = tuple(Policy.of(k) for k in w.schedulers)
+        sched = pols[0] if len(pols) == 1 else Mixture(weights, pols)
+        doc = scheduler_document(model, p.objectives, point.tolist(), sched, reachable=True)
+        info = {"path": str(path), "format": doc["format"], "kind": doc["kind"]}
+    write_document(path, doc)
+    if not quiet:
+        what = info.get("kind") or f"{info['vertices']} Pareto vertices"
+        sys.stderr.write(f"scheduler ({what}) -> {path}\n")
+    return info
 
 
 def _fmt(v) -> str:
@@ -162,13 +225,19 @@ def _fmt(v) -> str:
     return str(v)
 
 
+#: at most this many Pareto points are listed in the text output (all are in the JSON)
+PARETO_ROWS = 20
+
+
 def _table(model: str, rows: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    console = Console()
     table = Table(title=model)
     for col in ("property", "value", "status", "seconds"):
         table.add_column(col)
+    fronts = []
     for r in rows:
         value = r.get("value")
         if "satisfied" in r:
@@ -176,24 +245,43 @@ def _table(model: str, rows: list[dict]) -> None:
         elif r.get("kind") == "achievability":
             value = f"{'true' if r['achievable'] else 'false'} (margin {_fmt(r['margin'])})"
         elif r.get("kind") == "pareto":
-            value = f"{len(r['points'])} Pareto points"
+            value = f"{len(r['points'])} Pareto point{'' if len(r['points']) == 1 else 's'} (below)"
+            fronts.append(r)
         table.add_row(r.get("property", ""), _fmt(value), r.get("status", "ok"), f"{r['timings'].get('check', 0):.3f}")
-    Console().print(table)
+    console.print(table)
+    for r in fronts:
+        console.print(_points_table(r))
+        if len(r["points"]) > PARETO_ROWS:
+            console.print(f"({len(r['points']) - PARETO_ROWS} more points: --json lists them all)")
+
+
+def _points_table(row: dict):
+    """The vertices of a Pareto front (at most :data:`PARETO_ROWS`), one column per objective."""
+    from rich.table import Table
+
+    table = Table(title=f"Pareto points of {row.get('property', '')}")
+    table.add_column("#", justify="right")
+    for o in row.get("objectives", []):
+        table.add_column(o.get("formula", ""), justify="right")
+    for i, pt in enumerate(row["points"][:PARETO_ROWS]):
+        table.add_row(str(i + 1), *(_fmt(float(v)) for v in pt))
+    return table
 
 
 @app.command("check")
 def check(
     model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb)."),
-    prop: Optional[str] = typer.Option(None, "--prop", help="Property text, e.g. 'Pmax=? [F \"goal\"]'."),
+    prop: Optional[List[str]] = typer.Option(None, "--prop", help="Property text, e.g. 'Pmax=? [F \"goal\"]'; may be repeated (checked in order)."),
     props_file: Optional[str] = typer.Option(None, "--props", help="A file of properties (PRISM syntax)."),
     const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...]; may be repeated."),
-    json_out: bool = typer.Option(False, "--json", help="Print a JSON list, one object per property."),
-    export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the optimal scheduler as JSON."),
+    json_out: bool = typer.Option(False, "--json", help="Print a JSON list, one object per property (on an error: one object with \"error\")."),
+    export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the scheduler as JSON (docs/formats.md; mopmc evaluate reads it back; a Pareto query: one per front point)."),
     precision: Optional[float] = typer.Option(None, "--precision", help="Precision: relative for single objectives (default 1e-6); absolute per objective for multi(...) (default 1e-4)."),
     engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
-    plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front (2 or 3 objectives) to this PNG file."),
+    plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front of a Pareto query (2 or 3 objectives with =?) to this .png, .pdf or .svg file."),
     exact_margin: bool = typer.Option(False, "--exact-margin", help="Achievability: refine the margin to the precision (default: stop once the verdict is certain; margin and margin_upper then bracket it)."),
 ) -> None:
     """Check properties: single-objective values, and multi(...) queries."""
-    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot, exact_margin))
+    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot, exact_margin),
+            json_out=json_out)

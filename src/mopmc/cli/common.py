@@ -71,22 +71,80 @@ def load_timings(loaded) -> dict:
 
 def print_json(obj: Any) -> None:
     """Print strict JSON (no NaN) on stdout."""
+    global _json_printed
+    _json_printed = True
     sys.stdout.write(json.dumps(_clean(obj), indent=2) + "\n")
     sys.stdout.flush()
 
 
-def fail(message: str, code: int = 2) -> None:
-    """Print one line on stderr and exit."""
+#: set by :func:`run_cli` while a command that was asked for ``--json`` runs: :func:`fail` then
+#: also prints its line as a JSON object on stdout (unless the command already printed its JSON)
+_json_errors = False
+_json_printed = False
+
+
+def json_requested() -> bool:
+    """Whether the running Click command was given ``--json`` (a parameter named ``json_out`` or
+    ``as_json``, as every mopmc command with ``--json`` names it)."""
+    import importlib
+
+    import typer
+
+    # the Click that Typer runs on: ``click``, or the copy newer Typers carry (``typer._click``)
+    base = typer.Context.__mro__[1].__module__.rsplit(".", 1)[0]
+    for name in dict.fromkeys((f"{base}.globals", "click.globals")):
+        try:
+            ctx = importlib.import_module(name).get_current_context(silent=True)
+        except Exception:  # noqa: BLE001 - not this Click
+            continue
+        if ctx is not None:
+            params = getattr(ctx, "params", None) or {}
+            return bool(params.get("json_out") or params.get("as_json"))
+    return False
+
+
+def error_json(message: str, code: int = 2, kind: str | None = None) -> dict:
+    """The JSON object a command run with ``--json`` prints on stdout when it fails:
+    ``{"error": the one line of stderr (without "error: "), "exit_code": ..., "type": ...}``
+    (``type``: the class of the error, e.g. ``UnknownNameError``; absent when not known)."""
+    out: dict = {"error": " ".join(str(message).split()), "exit_code": code}
+    if kind:
+        out["type"] = kind
+    return out
+
+
+def fail(message: str, code: int = 2, kind: str | None = None) -> None:
+    """Print one line on stderr and exit; under a command run with ``--json`` (:func:`run_cli`)
+    the same line also goes to stdout as :func:`error_json`, so that stdout is always JSON."""
+    if _json_errors and not _json_printed:
+        sys.stdout.write(json.dumps(error_json(message, code, kind), indent=2) + "\n")
+        sys.stdout.flush()
     sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
     sys.stderr.flush()
     raise SystemExit(code)
 
 
-def run_cli(fn: Callable[[], Any]) -> Any:
-    """Run a command body; MopmcErrors become one stderr line and their exit code (2)."""
+def run_cli(fn: Callable[[], Any], json_out: bool | None = None) -> Any:
+    """Run a command body; MopmcErrors become one stderr line and their exit code (2).
+
+    ``json_out``: whether the command was asked for JSON (default: its ``--json`` option, read from
+    Click's context, :func:`json_requested`). Then an error also prints ``{"error": ..., ...}`` on
+    stdout (:func:`error_json`), an internal error (a bug: not a MopmcError) too, before it goes on
+    to :func:`mopmc.cli.main.main`, which words it on stderr."""
+    global _json_errors, _json_printed
+    saved = _json_errors, _json_printed
+    _json_errors, _json_printed = (json_requested() if json_out is None else bool(json_out)), False
     try:
         return fn()
     except MopmcError as exc:
-        fail(exc.one_line(), exc.exit_code)
+        fail(exc.one_line(), exc.exit_code, type(exc).__name__)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except Exception as exc:
+        if _json_errors and not _json_printed:
+            text = f"internal error: {type(exc).__name__}: {exc}"
+            sys.stdout.write(json.dumps(error_json(text, 1, "InternalError"), indent=2) + "\n")
+            sys.stdout.flush()
+        raise
+    finally:
+        _json_errors, _json_printed = saved

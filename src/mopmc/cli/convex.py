@@ -145,6 +145,10 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     from mopmc.queries.tolerances import check_tolerances
 
     check_tolerances(eps_rel, eps_abs, max_iter, names=("--eps-rel", "--eps-abs", "--max-iter"))
+    if export_path is not None:
+        from mopmc.design.build import check_output
+
+        check_output(export_path, "--export-scheduler")  # a missing folder fails before the model is built
     if binding is not None and export_path is None:
         raise PropertyError(f"--binding {binding}: the binding goes into the exported scheduler file; "
                             "it requires --export-scheduler FILE")

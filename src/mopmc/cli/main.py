@@ -155,7 +155,12 @@ def main() -> None:
             if exc.format_message().strip():  # Typer's rich help is already printed on stdout
                 exc.show()
             raise SystemExit(exc.exit_code) from None
-        fail(usage_message(exc), 2)
+        message = usage_message(exc)
+        if "--json" in sys.argv[1:]:  # stdout stays JSON, as for the commands' own errors (cli.common.fail)
+            from mopmc.cli.common import error_json, print_json
+
+            print_json(error_json(message, 2, "UsageError"))
+        fail(message, 2)
     except click_exc.ClickException as exc:  # e.g. a FileError of a click.File parameter
         fail(" ".join(str(exc.format_message()).split()), exc.exit_code)
     except MopmcError as exc:  # raised while the options are parsed (a --ray address): one line

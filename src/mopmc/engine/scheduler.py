@@ -5,6 +5,9 @@ bit per decision set, set for every set some earlier state of the run belonged t
 *before* observing ``s``). After the step out of ``s`` the memory is ``b | bits(s)`` where
 ``bits(s)`` has bit ``j`` set when ``decided[j, s]``. Without reachability objectives there are no
 bits and the scheduler is memoryless.
+
+Files: :mod:`mopmc.io.scheduler_file` writes these (``mopmc check --export-scheduler``) as
+``mopmc-scheduler`` documents keyed by state valuations (docs/formats.md).
 """
 
 from __future__ import annotations
@@ -50,24 +53,3 @@ class Scheduler:
     def lookup(self) -> dict[tuple[int, int], int]:
         """``(state, memory) -> choice``."""
         return {(int(s), int(b)): int(c) for s, b, c in zip(self.state, self.memory, self.choice)}
-
-    def to_json(self, model=None) -> dict:
-        """A JSON-ready description: one entry per product state with the choice's action name."""
-        entries = []
-        for s, b, c in zip(self.state.tolist(), self.memory.tolist(), self.choice.tolist()):
-            e = {"state": s, "choice": c - int(model.row_groups[s]) if model is not None else c}
-            if self.n_bits:
-                e["memory"] = b
-            if model is not None:
-                act = model.action_of(c)
-                if act:
-                    e["action"] = act
-                if model.valuations is not None:
-                    e["valuation"] = model.valuations.of(s)
-            entries.append(e)
-        return {
-            "format": "mopmc-deterministic-scheduler",
-            "memory_bits": self.n_bits,
-            "memory_sets": [np.flatnonzero(d).tolist() for d in self.decided],
-            "entries": entries,
-        }

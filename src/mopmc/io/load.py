@@ -31,11 +31,18 @@ class LoadedModel:
     timings: dict = field(default_factory=dict)
     builder: str = "storm"
 
-    def properties(self, where: str | None = None):
-        """The properties given to :func:`load`, parsed into typed :class:`~mopmc.properties.Property` objects."""
+    def properties(self, where: str | None = None, *, directionless_ok: bool | None = None):
+        """The properties given to :func:`load`, parsed into typed :class:`~mopmc.properties.Property` objects.
+
+        ``directionless_ok``: accept ``P=?``/``R=?`` without ``min``/``max`` (see
+        :func:`~mopmc.properties.parse.parse_properties`); default: when the model is a DTMC, as
+        Storm. A fixed scheduler's induced chain (``mopmc evaluate``) passes ``True``."""
         from mopmc.properties.parse import parse_properties
 
-        return parse_properties(self.formulas, self.model.rewards, self.model.labels, where or self.model.source)
+        if directionless_ok is None:
+            directionless_ok = self.kind == "dtmc"
+        return parse_properties(self.formulas, self.model.rewards, self.model.labels, where or self.model.source,
+                                directionless_ok=directionless_ok)
 
 
 BUILDERS = ("auto", "mopmc", "storm")
@@ -78,6 +85,15 @@ def _check_path(path: Path) -> None:
         raise ModelFileError(f"{path}: the file is empty")
 
 
+def display_name(path: str | Path) -> str:
+    """How messages name a model: ``example:NAME`` for a shipped example given so (not the
+    installed file's path), else the path as given."""
+    text = str(path)
+    if text.startswith("example:"):
+        return text.strip()
+    return text
+
+
 def load(
     path: str | Path,
     constants: Mapping[str, str] | None = None,
@@ -109,16 +125,34 @@ def load(
     builder = builder or _default_builder
     if builder not in BUILDERS:
         raise ModelFileError(f"builder {builder!r}: unknown; choose one of {', '.join(BUILDERS)}")
+    shown = display_name(path)
     path = resolve_path(path)
+    if shown == str(path):
+        return _load(path, constants, properties, valuations=valuations, warm=warm, warm_engine=warm_engine,
+                     warm_device=warm_device, builder=builder, start=start, source=str(path))
+    # an example: messages and the model's ``source`` name it ``example:NAME``
+    from mopmc.errors import MopmcError
+
+    try:
+        return _load(path, constants, properties, valuations=valuations, warm=warm, warm_engine=warm_engine,
+                     warm_device=warm_device, builder=builder, start=start, source=shown)
+    except MopmcError as exc:
+        exc.args = tuple(a.replace(str(path), shown) if isinstance(a, str) else a for a in exc.args)
+        raise
+
+
+def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, warm_device, builder, start,
+          source: str) -> LoadedModel:
+    """:func:`load` once the path is resolved; ``source``: the model's name in messages."""
     _check_path(path)
     constants = dict(constants or {})
     if path.suffix.lower() == ".umb":
         if constants:
             raise ModelFileError(f"{path}: a UMB file has no constants to define (got --const {', '.join(constants)})")
-        model = read_umb(path, valuations=valuations, source=str(path))
+        model = read_umb(path, valuations=valuations, source=source)
         formulas: tuple = ()
         if properties:
-            formulas = tuple(_parse_without_program(properties, str(path)))
+            formulas = tuple(_parse_without_program(properties, str(path), model.labels))
         validate(model)
         return LoadedModel(model, None, formulas, time.perf_counter() - start, "dtmc" if model.is_dtmc else "mdp")
     text = storm.read_model_text(path)  # once: Storm's parse and the constants scan it for divisions by zero
@@ -145,7 +179,7 @@ def load(
 
         floor = explicit.AUTO_MIN_SPACE if builder == "auto" else 0
         atoms = _atoms(program, formulas, str(path))
-        model = explicit.build(path, constants, atoms, valuations=valuations, source=str(path), min_space=floor,
+        model = explicit.build(path, constants, atoms, valuations=valuations, source=source, min_space=floor,
                                before_explore=start_warmup, text=text)
         if model is None and builder == "mopmc":
             raise UnsupportedModelError(
@@ -166,7 +200,7 @@ def load(
             # Storm's copy is no longer needed: free it before ours is read, so the two never coexist.
             del built
             # mapped: the arrays stay in the temporary file's pages (deleted below, alive while mapped)
-            model = read_umb(tmp, valuations=valuations, source=str(path), mapped=True)
+            model = read_umb(tmp, valuations=valuations, source=source, mapped=True)
         finally:
             tmp.unlink(missing_ok=True)
     else:
@@ -198,7 +232,7 @@ def _atoms(program, formulas, where: str) -> list[str] | None:
     labels = {label.name for label in program.labels} | {"init", "deadlock"}
     rewards = {r.name for r in program.reward_models}
     try:
-        props = parse_properties(formulas, rewards, labels, where)
+        props = parse_properties(formulas, rewards, labels, where, directionless_ok=True)
     except MopmcError:
         return None
     # (G phi is kept as the target !(phi): phi is the state formula written)
@@ -216,8 +250,8 @@ def _extract(built, path: Path, *, valuations: bool = False) -> SparseMDP:
         tmp.unlink(missing_ok=True)
 
 
-def _parse_without_program(text: str, where: str):
-    return storm.parse_formulas(text, None, where)
+def _parse_without_program(text: str, where: str, labels=None):
+    return storm.parse_formulas(text, None, where, labels)
 
 
 def load_model(

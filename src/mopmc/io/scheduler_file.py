@@ -1,4 +1,5 @@
-"""Write and read scheduler files (format ``mopmc-scheduler`` version 1, see docs/formats.md).
+"""Write and read scheduler files (formats ``mopmc-scheduler`` and ``mopmc-pareto-schedulers``,
+version 1, see docs/formats.md).
 
 Entries are keyed by state valuation (``{"#": index}`` for models without valuations); choices are
 named by action label plus successor valuation (deterministic choices) or, where that does not
@@ -24,6 +25,7 @@ from mopmc.errors import SchedulerError
 from mopmc.model.sparse_mdp import SparseMDP
 
 FORMAT = "mopmc-scheduler"
+PARETO_FORMAT = "mopmc-pareto-schedulers"
 VERSION = 1
 
 
@@ -85,21 +87,47 @@ def _entries(model: SparseMDP, policy: Policy, keep) -> list[dict]:
     return entries
 
 
+def reachable_part(model: SparseMDP, policy: Policy) -> Policy:
+    """``policy`` restricted to the product states ``(state, memory)`` it reaches from the initial
+    state (the only entries an evaluation reads); the kernel's schedulers cover every state."""
+    from mopmc.engine.evaluate import induced_chain
+
+    keys = induced_chain(model, policy).keys  # memory * n + state, memory = the policy's own bits
+    n = model.n_states
+    mine = policy.memory * n + policy.state
+    keep = np.isin(mine, keys)
+    counts = np.diff(policy.indptr)
+    rows = np.repeat(keep, counts)
+    return Policy(policy.state[keep], policy.memory[keep], np.concatenate(([0], np.cumsum(counts[keep]))).astype(np.int64),
+                  policy.choice[rows], policy.prob[rows], policy.decided)
+
+
+def _model_fingerprint(model: SparseMDP) -> dict:
+    return {"states": model.n_states, "choices": model.n_choices,
+            "variables": list(model.valuations.names) if model.valuations is not None else []}
+
+
 def scheduler_document(model: SparseMDP, objectives: Sequence, point: Sequence[float], scheduler,
-                       *, binding: Mapping | None = None, runtime: bool = False) -> dict:
+                       *, binding: Mapping | None = None, runtime: bool = False, reachable: bool = False) -> dict:
     """The JSON document of a :class:`Policy` or :class:`Mixture`.
 
     States with a single choice get no entry. ``runtime``: only the switch's decision points that
-    ``binding`` names (entries the runtime reads; other states are left out).
+    ``binding`` names (entries the runtime reads; other states are left out). ``reachable``: only
+    the states each (component) policy reaches from the initial state (``mopmc check`` exports).
     """
     keep = _runtime_filter(model, binding) if runtime else None
+    if reachable:
+        if isinstance(scheduler, Mixture):
+            scheduler = Mixture(scheduler.weights, tuple(reachable_part(model, p) for p in scheduler.policies))
+        else:
+            scheduler = reachable_part(model, scheduler)
     first = scheduler.policies[0] if isinstance(scheduler, Mixture) else scheduler
     doc: dict[str, Any] = {
         "format": FORMAT, "version": VERSION,
-        "model": {"states": model.n_states, "choices": model.n_choices,
-                  "variables": list(model.valuations.names) if model.valuations is not None else []},
+        "model": _model_fingerprint(model),
     }
     if isinstance(scheduler, Mixture):
+        _same_memory(scheduler.policies)
         doc["kind"] = "mixture"
     else:
         doc["kind"] = "deterministic" if scheduler.deterministic else "randomised"
@@ -123,8 +151,45 @@ def scheduler_document(model: SparseMDP, objectives: Sequence, point: Sequence[f
 def write_scheduler(path: str | Path, model: SparseMDP, objectives: Sequence, point: Sequence[float], scheduler,
                     **kwargs) -> Path:
     """Write :func:`scheduler_document` to ``path`` (atomically: a temporary file, then rename)."""
+    return write_document(path, scheduler_document(model, objectives, point, scheduler, **kwargs))
+
+
+def _same_memory(policies: Sequence[Policy]) -> None:
+    first = policies[0].decided
+    if any(p.decided.shape != first.shape or not np.array_equal(p.decided, first) for p in policies[1:]):
+        raise SchedulerError("the schedulers of one file must share their goal memory (the same decision sets)")
+
+
+def pareto_document(model: SparseMDP, objectives: Sequence, schedulers: Sequence[tuple[Sequence[float], Policy]],
+                    vertices: Sequence[tuple[Sequence[float], Sequence[tuple[float, int]]]], *,
+                    status: str | None = None, reachable: bool = True) -> dict:
+    """The ``mopmc-pareto-schedulers`` document of a Pareto front: ``schedulers`` are the
+    deterministic vertex schedulers with their points, ``vertices`` the front's points, each a
+    mixture ``[(weight, index into schedulers), ...]`` (one component of weight 1 when the point is
+    a vertex itself). ``reachable``: entries only for the states each scheduler reaches."""
+    pols = [reachable_part(model, p) if reachable else p for _, p in schedulers]
+    if not pols:
+        raise SchedulerError("a Pareto file needs at least one scheduler")
+    _same_memory(pols)
+    doc: dict[str, Any] = {"format": PARETO_FORMAT, "version": VERSION, "model": _model_fingerprint(model),
+                           "objectives": [o.text for o in objectives]}
+    if status is not None:
+        doc["status"] = status
+    if pols[0].n_bits:
+        doc["memory"] = memory_formulas(model, objectives, pols[0].decided)
+    doc["schedulers"] = [{"point": [float(x) for x in pt], "entries": _entries(model, p, None)}
+                         for (pt, _), p in zip(schedulers, pols)]
+    doc["vertices"] = []
+    for pt, mix in vertices:
+        total = sum(float(w) for w, _ in mix)
+        doc["vertices"].append({"point": [float(x) for x in pt],
+                                "components": [{"weight": float(w) / total, "scheduler": int(i)} for w, i in mix]})
+    return doc
+
+
+def write_document(path: str | Path, doc: dict) -> Path:
+    """Write a JSON document compactly and atomically (a temporary file, then rename)."""
     path = Path(path)
-    doc = scheduler_document(model, objectives, point, scheduler, **kwargs)
     tmp = path.with_name(path.name + ".tmp")
     try:
         tmp.write_text(json.dumps(doc, separators=(",", ":")) + "\n")
@@ -256,8 +321,36 @@ def _check_binding_document(b: Mapping) -> None:
 
 
 # ---------------------------------------------------------------------------------------- reading
-def read_scheduler(path: str | Path, model: SparseMDP) -> tuple[Policy | Mixture, dict]:
-    """Map a scheduler file onto ``model``; returns the scheduler and the document's metadata."""
+_TOP = {FORMAT: ({"format", "version", "model", "kind"},
+                 {"objectives", "point", "binding", "memory", "entries", "components"}),
+        PARETO_FORMAT: ({"format", "version", "model", "objectives", "schedulers", "vertices"}, {"status", "memory"})}
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 200 else text[:200] + "..."
+
+
+def _keys(name: str, value: Any, where: str, required: set[str], optional: set[str], shape: str) -> dict:
+    """``value`` as an object with only the named keys (unknown ones are errors, by name)."""
+    if not isinstance(value, dict):
+        raise SchedulerError(f"{name}: {where}: expected an object {shape}, got {_short(value)}")
+    unknown = sorted(set(value) - required - optional, key=str)
+    if unknown:
+        raise SchedulerError(f"{name}: {where}: unknown key(s) {', '.join(map(str, unknown))}; "
+                             f"allowed: {', '.join(sorted(required | optional))}")
+    missing = sorted(required - set(value))
+    if missing:
+        raise SchedulerError(f"{name}: {where}: missing key {missing[0]!r}" + (f" (an object {shape})" if shape else ""))
+    return value
+
+
+def read_scheduler(path: str | Path, model: SparseMDP, *, vertex: int | None = None) -> tuple[Policy | Mixture, dict]:
+    """Map a scheduler file onto ``model``; returns the scheduler and the document's metadata
+    (``kind``, ``objectives``, ``point``; for a Pareto file also ``vertex`` and ``vertices``).
+
+    A ``mopmc-pareto-schedulers`` file holds one scheduler per point of a Pareto front: ``vertex``
+    (``mopmc evaluate --vertex I``) picks one; a ``mopmc-scheduler`` file takes no ``vertex``."""
     name = str(path)
     try:
         doc = json.loads(Path(path).read_text())
@@ -268,11 +361,14 @@ def read_scheduler(path: str | Path, model: SparseMDP) -> tuple[Policy | Mixture
     except UnicodeDecodeError:
         raise SchedulerError(f"{name}: not a text file (not UTF-8); expected a {FORMAT} JSON file") from None
     version = doc.get("version") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT or not _is_int(version) or version != VERSION:
-        raise SchedulerError(f"{name}: not a {FORMAT} version {VERSION} file")
-    fp = doc.get("model") or {}
-    if not isinstance(fp, dict):
-        raise SchedulerError(f"{name}: model: expected an object {{states, choices, variables}}, got {type(fp).__name__}")
+    fmt = doc.get("format") if isinstance(doc, dict) else None
+    if fmt not in _TOP or not _is_int(version) or version != VERSION:
+        hint = ""
+        if isinstance(doc, dict) and "property" in doc:
+            hint = " (written by an older mopmc check --export-scheduler; export the scheduler again)"
+        raise SchedulerError(f"{name}: not a {fmt if fmt in _TOP else FORMAT} version {VERSION} file{hint}")
+    _keys(name, doc, "top level", *_TOP[fmt], "")
+    fp = _keys(name, doc["model"], "model", set(), {"states", "choices", "variables"}, "{states, choices, variables}")
     if fp.get("states") != model.n_states or fp.get("choices") != model.n_choices:
         raise SchedulerError(f"{name}: model: computed on a model with {fp.get('states')} states and {fp.get('choices')} "
                              f"choices, this one has {model.n_states} and {model.n_choices}")
@@ -282,30 +378,25 @@ def read_scheduler(path: str | Path, model: SparseMDP) -> tuple[Policy | Mixture
     if doc.get("objectives") is not None and (not isinstance(doc["objectives"], list)
                                               or not all(isinstance(o, str) for o in doc["objectives"])):
         raise SchedulerError(f"{name}: objectives: expected a list of formula strings, got {doc['objectives']!r}")
-    if doc.get("point") is not None and (not isinstance(doc["point"], list) or not all(_is_number(x) for x in doc["point"])):
-        raise SchedulerError(f"{name}: point: expected a list of numbers, got {doc['point']!r}")
-    decided = np.zeros((0, model.n_states), bool)
-    if doc.get("memory"):
-        from mopmc.errors import MopmcError
-        from mopmc.properties.states import state_mask
-
-        if not isinstance(doc["memory"], list):
-            raise SchedulerError(f"{name}: memory: expected a list of state formulas, got {doc['memory']!r}")
-        masks = []
-        for j, t in enumerate(doc["memory"]):
-            if not isinstance(t, str):
-                raise SchedulerError(f"{name}: memory[{j}]: expected a state formula string, got {t!r}")
-            try:
-                masks.append(state_mask(t, model.labels, model.n_states))
-            except MopmcError as exc:
-                raise SchedulerError(f"{name}: memory[{j}]: {exc.one_line()}") from None
-        decided = np.array(masks, bool)
-    reader = _EntryReader(name, model, decided)
+    reader = _EntryReader(name, model, _read_memory(name, doc, model))
+    if fmt == PARETO_FORMAT:
+        if vertex is None:
+            n = len(doc["vertices"]) if isinstance(doc["vertices"], list) else 0
+            raise SchedulerError(f"{name}: a Pareto file with {n} vertices (one scheduler each); pick one with "
+                                 f"--vertex I (0 to {n - 1})")
+        return _read_pareto_vertex(name, doc, reader, vertex)
+    if vertex is not None:
+        raise SchedulerError(f"{name}: --vertex {vertex}: this file holds one scheduler ({FORMAT}), not a Pareto front "
+                             f"({PARETO_FORMAT}); leave out --vertex")
+    _check_point(name, doc.get("point"), "point")
     meta = {k: doc.get(k) for k in ("kind", "objectives", "point")}
     kind = doc.get("kind")
     if kind not in ("deterministic", "randomised", "mixture"):
         raise SchedulerError(f"{name}: kind: expected deterministic, randomised or mixture, got {kind!r}")
     if kind == "mixture":
+        if "entries" in doc:
+            raise SchedulerError(f"{name}: top level: a mixture has 'components' (a list of {{weight, entries}}) "
+                                 "and no 'entries'")
         comps = doc.get("components")
         if not isinstance(comps, list) or not comps:
             raise SchedulerError(f"{name}: components: a mixture needs a non-empty list of {{weight, entries}}, "
@@ -315,17 +406,89 @@ def read_scheduler(path: str | Path, model: SparseMDP) -> tuple[Policy | Mixture
             if not isinstance(c, dict) or "entries" not in c:
                 raise SchedulerError(f"{name}: components[{i}]: expected an object {{weight, entries}}, "
                                      f"got {c if not isinstance(c, dict) else sorted(c)!r}")
+            _keys(name, c, f"components[{i}]", {"weight", "entries"}, set(), "{weight, entries}")
             if not _is_number(c.get("weight")):
                 raise SchedulerError(f"{name}: components[{i}].weight: expected a number, got {c.get('weight')!r}")
             pols.append(reader.policy(c["entries"], f"components[{i}].entries"))
             weights.append(float(c["weight"]))
-        w = np.array(weights)
-        if not np.all(np.isfinite(w)) or not np.all(w >= 0) or abs(w.sum() - 1.0) > 1e-6:
-            raise SchedulerError(f"{name}: components: weights must be >= 0 and sum to 1, got {w.tolist()}")
-        return Mixture(w, tuple(pols)), meta
+        return Mixture(_weights(name, "components", weights), tuple(pols)), meta
+    if "components" in doc:
+        raise SchedulerError(f"{name}: top level: a {kind} scheduler has 'entries' and no 'components'")
     if "entries" not in doc:
         raise SchedulerError(f"{name}: missing key 'entries' (a list of {{state, choices}})")
     return reader.policy(doc["entries"], "entries", deterministic=kind == "deterministic"), meta
+
+
+def _read_memory(name: str, doc: dict, model: SparseMDP) -> np.ndarray:
+    """The decision sets of the goal-memory bits named by the top-level ``memory`` formulas."""
+    if not doc.get("memory"):
+        return np.zeros((0, model.n_states), bool)
+    from mopmc.errors import MopmcError
+    from mopmc.properties.states import state_mask
+
+    if not isinstance(doc["memory"], list):
+        raise SchedulerError(f"{name}: memory: expected a list of state formulas, got {doc['memory']!r}")
+    masks = []
+    for j, t in enumerate(doc["memory"]):
+        if not isinstance(t, str):
+            raise SchedulerError(f"{name}: memory[{j}]: expected a state formula string, got {t!r}")
+        try:
+            masks.append(state_mask(t, model.labels, model.n_states))
+        except MopmcError as exc:
+            raise SchedulerError(f"{name}: memory[{j}]: {exc.one_line()}") from None
+    return np.array(masks, bool)
+
+
+def _check_point(name: str, point: Any, where: str, required: bool = False) -> None:
+    if (point is not None or required) and (not isinstance(point, list) or not all(_is_number(x) for x in point)):
+        raise SchedulerError(f"{name}: {where}: expected a list of numbers, got {point!r}")
+
+
+def _weights(name: str, where: str, weights: list[float]) -> np.ndarray:
+    w = np.array(weights, float)
+    if not np.all(np.isfinite(w)) or not np.all(w >= 0) or abs(w.sum() - 1.0) > 1e-6:
+        raise SchedulerError(f"{name}: {where}: weights must be >= 0 and sum to 1, got {w.tolist()}")
+    return w
+
+
+def _read_pareto_vertex(name: str, doc: dict, reader: "_EntryReader", vertex: int) -> tuple[Policy | Mixture, dict]:
+    """Vertex ``vertex`` of a ``mopmc-pareto-schedulers`` document (only its schedulers' entries are read)."""
+    scheds, verts = doc["schedulers"], doc["vertices"]
+    if not isinstance(scheds, list) or not scheds:
+        raise SchedulerError(f"{name}: schedulers: expected a non-empty list of {{point, entries}}, got {_short(scheds)}")
+    if not isinstance(verts, list) or not verts:
+        raise SchedulerError(f"{name}: vertices: expected a non-empty list of {{point, components}}, got {_short(verts)}")
+    for i, s in enumerate(scheds):
+        _keys(name, s, f"schedulers[{i}]", {"point", "entries"}, set(), "{point, entries}")
+        _check_point(name, s["point"], f"schedulers[{i}].point", required=True)
+    for i, v in enumerate(verts):
+        where = f"vertices[{i}]"
+        _keys(name, v, where, {"point", "components"}, set(), "{point, components}")
+        _check_point(name, v["point"], f"{where}.point", required=True)
+        comps = v["components"]
+        if not isinstance(comps, list) or not comps:
+            raise SchedulerError(f"{name}: {where}.components: expected a non-empty list of {{weight, scheduler}}, "
+                                 f"got {comps!r}")
+        for j, c in enumerate(comps):
+            cw = f"{where}.components[{j}]"
+            _keys(name, c, cw, {"weight", "scheduler"}, set(), "{weight, scheduler}")
+            if not _is_number(c["weight"]):
+                raise SchedulerError(f"{name}: {cw}.weight: expected a number, got {c['weight']!r}")
+            if not _is_int(c["scheduler"]) or not 0 <= c["scheduler"] < len(scheds):
+                raise SchedulerError(f"{name}: {cw}.scheduler: expected an index into schedulers (0 to "
+                                     f"{len(scheds) - 1}), got {c['scheduler']!r}")
+        _weights(name, f"{where}.components", [c["weight"] for c in comps])
+    if isinstance(vertex, bool) or not isinstance(vertex, int) or not 0 <= vertex < len(verts):
+        raise SchedulerError(f"{name}: --vertex {vertex}: the file has {len(verts)} vertices (0 to {len(verts) - 1})")
+    v = verts[vertex]
+    comps = [c for c in v["components"] if c["weight"] > 0]
+    pols = tuple(reader.policy(scheds[c["scheduler"]]["entries"], f"schedulers[{c['scheduler']}].entries",
+                               deterministic=True) for c in comps)
+    meta = {"kind": "deterministic" if len(pols) == 1 else "mixture", "objectives": doc["objectives"],
+            "point": v["point"], "vertex": vertex, "vertices": len(verts)}
+    if len(pols) == 1:
+        return pols[0], meta
+    return Mixture(_weights(name, f"vertices[{vertex}].components", [c["weight"] for c in comps]), pols), meta
 
 
 def _is_int(v: Any) -> bool:
@@ -368,6 +531,7 @@ class _EntryReader:
             ew = f"{where}[{i}]"
             if not isinstance(e, dict):
                 raise SchedulerError(f"{self.name}: {ew}: expected an object {{state, choices}}, got {e!r}")
+            _keys(self.name, e, ew, {"state", "choices"}, {"memory"}, "{state, choices}")
             s = self.state(e.get("state"), f"{ew}.state")
             mem = e.get("memory", 0)
             if not _is_int(mem) or not 0 <= mem < n_memory:
@@ -386,6 +550,8 @@ class _EntryReader:
             for j, c in enumerate(cs):
                 if not isinstance(c, dict):
                     raise SchedulerError(f"{self.name}: {ew}.choices[{j}]: expected an object")
+                _keys(self.name, c, f"{ew}.choices[{j}]", set(), {"action", "successor", "probability", "support"},
+                      "{action, successor, probability}")
                 named = {"action": c.get("action"), "successor": c.get("successor")}
                 if "support" in c:
                     named["support"] = c["support"]

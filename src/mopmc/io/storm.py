@@ -34,7 +34,7 @@ def stormpy():
 
 def _storm_message(exc: BaseException) -> str:
     text = str(exc).strip()
-    text = re.sub(r"^\w*Exception:\s*", "", text)
+    text = re.sub(r"^(?:\w*Exception:\s*)+", "", text)
     return " ".join(text.split())
 
 
@@ -119,7 +119,7 @@ def parse_program(path: Path, text: str | None = None):
         msg = _storm_message(exc)
         m = re.search(r"Parsing error at (\d+):(\d+):?\s*(.*)", msg)
         if m:
-            detail = m.group(3).split(" here:")[0].strip()
+            detail = m.group(3).split(" here:")[0].strip().rstrip(",;: ")
             raise ModelSyntaxError(f"{path}:{m.group(1)}:{m.group(2)}: syntax error: {detail}") from None
         m = re.search(r"(?:line|Line) (\d+)", msg)
         where = f"{path}:{m.group(1)}" if m else str(path)
@@ -184,14 +184,81 @@ def define_constants(program, path: Path, constants: Mapping[str, str], text: st
     return program
 
 
-def parse_formulas(text: str, program, where: str):
-    """Parse property text against the program; return Storm Property objects in order."""
+def parse_formulas(text: str, program, where: str, labels: Iterable[str] | None = None):
+    """Parse property text against the program; return Storm Property objects in order.
+
+    ``program`` is ``None`` for a model without one (a UMB file): the properties then cannot name
+    variables; ``labels`` (that model's labels) are listed in the message when they try to."""
     sp = stormpy()
     try:
         with storm_output():
             return sp.parse_properties(text, program)
     except Exception as exc:
-        raise PropertyError(f"{where}: {_storm_message(exc)}") from None
+        raise PropertyError(f"{where}: {_property_message(_storm_message(exc), text, program, labels)}") from None
+
+
+#: the words of Storm's property language (operators, path operators, functions): not model names
+_PROPERTY_WORDS = frozenset(
+    "P R S E A T LRA Pmin Pmax Rmin Rmax Smin Smax Emin Emax Tmin Tmax LRAmin LRAmax min max F G U W X C I "
+    "true false multi filter quantile floor ceil pow mod log round sqrt exp ite sum avg count forall exists "
+    "argmin argmax print values range state init deadlock".split()
+)
+_NOTE = re.compile(r"\s*Note that the used API function does not have access to model variables\..*$")
+
+
+def _model_names(program) -> set[str] | None:
+    """The variables, constants and formulas a property may name (``None`` when not known)."""
+    try:
+        names = {c.name for c in program.constants}
+        names |= {f.name for f in getattr(program, "formulas", [])}
+        for v in list(getattr(program, "global_integer_variables", [])) + list(getattr(program, "global_boolean_variables", [])):
+            names.add(v.name)
+        for module in program.modules:
+            names |= {v.name for v in module.integer_variables} | {v.name for v in module.boolean_variables}
+        return names
+    except Exception:  # noqa: BLE001 - a JANI model, say: no hint
+        return None
+
+
+def unknown_identifiers(text: str, known: set[str]) -> list[str]:
+    """Identifiers of property ``text`` (outside quotes) that are neither property-language words
+    nor in ``known``, in order of appearance.
+
+    >>> unknown_identifiers('Pmax=? [F t=7 & "six"]; R{"r"}min=? [C]', {"s", "d"})
+    ['t']
+    """
+    bare = re.sub(r'"[^"]*"', '""', text)
+    out: list[str] = []
+    for name in re.findall(r"(?<![\w.])[A-Za-z_][A-Za-z_0-9]*", bare):
+        if name not in _PROPERTY_WORDS and name not in known and name not in out:
+            out.append(name)
+    return out
+
+
+def _property_message(msg: str, text: str, program, labels) -> str:
+    """Storm's property-parse error, cleaned: the position and what was expected, where, and the
+    identifiers the model does not have (Storm's grammar error does not name them); for a model
+    without a program (UMB) a hint to use labels instead of Storm's note on its API."""
+    msg = _NOTE.sub("", msg).strip()
+    m = re.match(r"Parsing error at (\d+):(\d+):\s*(.*?)(?:,?\s*here:\s*(.*?))?\s*\^?\s*$", msg)
+    if m:
+        line, col, expecting, near = m.groups()
+        msg = f"property syntax error at {line}:{col} (line:column of the property text): {expecting.rstrip(',;: ')}"
+        if near:
+            msg += f" (here: {near.strip()})"
+    known = set() if program is None else _model_names(program)
+    if known is None:
+        return msg
+    unknown = unknown_identifiers(text, known)
+    if not unknown:
+        return msg
+    msg = msg.rstrip(".")
+    what = f"unknown identifier{'s' if len(unknown) > 1 else ''} {', '.join(repr(u) for u in unknown)}"
+    if program is None:
+        names = ", ".join(f'"{label}"' for label in sorted(labels or ()))
+        return (f"{msg}; {what}: this model (UMB) keeps no variable names, so properties refer to states by "
+                f"label{': ' + names if names else ''}")
+    return f"{msg}; {what}; the model's variables and constants: {', '.join(sorted(known)) or '(none)'}"
 
 
 def check_labels(program, formulas, where: str) -> None:

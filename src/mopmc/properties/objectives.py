@@ -27,6 +27,8 @@ class Objective:
 
     ``sense`` is the preferred direction: ``min=?``/``max=?`` when written, else ``<=`` means min and
     ``>=`` means max (as Storm). ``threshold`` and ``comparison`` are set for bounded objectives.
+    ``directionless``: written without a direction or bound (``P=?``, ``R=?``), accepted on Markov
+    chains only, where min and max agree (``sense`` is then ``max``).
     ``left`` and ``right`` are Storm's state formulas (kept for masks); ``left_text`` and
     ``right_text`` are their printed forms.
     """
@@ -41,6 +43,7 @@ class Objective:
     negated: bool = False
     comparison: str | None = None
     threshold: float | None = None
+    directionless: bool = False
 
     @property
     def is_query(self) -> bool:
@@ -67,7 +70,13 @@ class Objective:
         return state_mask(self.left_text or "true", model.labels, model.n_states)
 
     def to_json(self) -> dict:
-        return {"index": self.index, "formula": self.text, "name": self.name}
+        """``index``, ``formula`` (thresholds as decimals), ``name``; with a bound also
+        ``comparison`` and the numeric ``threshold``."""
+        out = {"index": self.index, "formula": self.text, "name": self.name}
+        if self.threshold is not None:
+            out["comparison"] = self.comparison
+            out["threshold"] = self.threshold
+        return out
 
 
 QueryKind = Literal["value", "achievability", "numerical", "pareto"]

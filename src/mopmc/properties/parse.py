@@ -6,6 +6,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from mopmc.errors import PropertyError, UnknownNameError
+from mopmc.properties.display import display_formula, rational
 from mopmc.properties.objectives import Objective, Property
 
 _SENSE = {"MINIMIZE": "min", "MAXIMIZE": "max"}
@@ -19,7 +20,8 @@ def read_property_file(path: str | Path) -> str:
     return path.read_text()
 
 
-def parse_properties(formulas, reward_models, labels, where: str = "<properties>") -> list[Property]:
+def parse_properties(formulas, reward_models, labels, where: str = "<properties>", *,
+                     directionless_ok: bool = False) -> list[Property]:
     """Turn Storm's parsed properties into typed :class:`Property` objects, in order.
 
     Args:
@@ -27,6 +29,13 @@ def parse_properties(formulas, reward_models, labels, where: str = "<properties>
         reward_models: names of the model's reward models (for unnamed ``R`` and unknown names).
         labels: names of the model's labels (to report unknown labels).
         where: the source, for messages.
+        directionless_ok: accept ``P=? [...]`` and ``R=? [...]`` without ``min``/``max`` or a
+            bound, as Storm does on Markov chains (a DTMC, or a fixed scheduler's induced chain:
+            ``mopmc evaluate``), where the minimum and the maximum are equal. Such an objective is
+            kept with ``sense="max"`` and ``directionless=True``. Off (MDPs), they are refused, as
+            Storm refuses them on nondeterministic models.
+
+    Texts are Storm's printed formulas with thresholds as decimals (:mod:`mopmc.properties.display`).
     """
     out = []
     for i, prop in enumerate(formulas):
@@ -40,43 +49,75 @@ def parse_properties(formulas, reward_models, labels, where: str = "<properties>
             subs = list(f.subformulas)
             if not subs:
                 raise PropertyError(f"{where}: property {i + 1}: multi() needs at least one objective")
-            objs = tuple(_objective(j, s, reward_models, labels, where, i) for j, s in enumerate(subs))
-            out.append(Property(i, text, name, objs, True))
+            objs = tuple(_objective(j, s, reward_models, labels, where, i, directionless_ok) for j, s in enumerate(subs))
+            out.append(Property(i, _multi_text(text, [str(s) for s in subs], objs), name, objs, True))
         else:
-            out.append(Property(i, text, name, (_objective(0, f, reward_models, labels, where, i),), False))
+            obj = _objective(0, f, reward_models, labels, where, i, directionless_ok)
+            out.append(Property(i, obj.text, name, (obj,), False))
     return out
 
 
-def _objective(j, f, reward_models, labels, where, i) -> Objective:
-    text = str(f)
-    at = f"{where}: property {i + 1} ({text})"
+def _multi_text(text: str, raw: list[str], objs) -> str:
+    """Storm's printed ``multi(...)`` with each objective's printed form replaced by its displayed
+    one (thresholds as decimals), left to right."""
+    out, pos = [], 0
+    for old, o in zip(raw, objs):
+        k = text.find(old, pos)
+        if k < 0:
+            return text
+        out.append(text[pos:k] + o.text)
+        pos = k + len(old)
+    return "".join(out) + text[pos:]
+
+
+def _objective(j, f, reward_models, labels, where, i, directionless_ok=False) -> Objective:
+    raw = str(f)
+    at = f"{where}: property {i + 1} ({raw})"
+    if not (f.is_reward_operator_formula or f.is_probability_operator_formula):
+        raise PropertyError(f"{at}: unsupported objective; use P[...] or R[...] with C, F or U")
+    bounds = _bounds(f, at, directionless_ok)
+    text = display_formula(raw, bounds[3])
+    if text != raw:
+        at = f"{where}: property {i + 1} ({text})"
     if f.is_reward_operator_formula:
-        return _reward(j, f, text, reward_models, labels, at)
-    if f.is_probability_operator_formula:
-        return _probability(j, f, text, labels, at)
-    raise PropertyError(f"{at}: unsupported objective; use P[...] or R[...] with C, F or U")
+        return _reward(j, f, text, reward_models, labels, at, bounds)
+    return _probability(j, f, text, labels, at, bounds)
 
 
-def _bounds(f, at):
-    sense = comparison = threshold = None
+def _bounds(f, at, directionless_ok=False):
+    """``(sense, comparison, threshold as float, threshold as Fraction, directionless)``."""
+    sense = comparison = threshold = exact = None
+    directionless = False
     if f.has_optimality_type:
         sense = _SENSE.get(f.optimality_type.name)
     if f.has_bound:
         op = f.comparison_type.name
         comparison = {"LESS": "<", "LEQ": "<=", "GREATER": ">", "GEQ": ">="}[op]
+        # Storm's ``threshold`` evaluates ``1/3`` with integer division (0), though its own checks
+        # use 1/3: the printed expression, evaluated exactly, first
         try:
-            threshold = float(Fraction(str(f.threshold)))
-        except Exception as exc:
-            raise PropertyError(f"{at}: threshold does not evaluate to a number ({exc})") from None
+            exact = rational(str(f.threshold_expr))
+        except Exception:  # noqa: BLE001 - no printable expression: Storm's value below
+            exact = None
+        if exact is None:
+            try:
+                exact = Fraction(str(f.threshold))
+            except Exception as exc:
+                raise PropertyError(f"{at}: threshold does not evaluate to a number ({exc})") from None
+        threshold = float(exact)
         if sense is None:
             sense = "min" if comparison.startswith("<") else "max"
     if sense is None:
-        raise PropertyError(f"{at}: give a direction (min=?, max=?) or a bound (<=, >=)")
-    return sense, comparison, threshold
+        if not directionless_ok:
+            raise PropertyError(f"{at}: give a direction (min=?, max=?) or a bound (<=, >=); "
+                                "without one (P=?, R=?) only Markov chains (DTMCs) are answered, "
+                                "where the minimum and the maximum agree")
+        sense, directionless = "max", True
+    return sense, comparison, threshold, exact, directionless
 
 
-def _reward(j, f, text, reward_models, labels, at) -> Objective:
-    sense, comparison, threshold = _bounds(f, at)
+def _reward(j, f, text, reward_models, labels, at, bounds) -> Objective:
+    sense, comparison, threshold, _, directionless = bounds
     if f.has_reward_model_name():
         rm = f.reward_name
         if rm not in reward_models:
@@ -91,17 +132,18 @@ def _reward(j, f, text, reward_models, labels, at) -> Objective:
     path = f.subformula
     cls = type(path).__name__
     if cls == "TotalRewardFormula" or str(path) == "C":
-        return Objective(j, text, "total_reward", sense, rm, comparison=comparison, threshold=threshold)
+        return Objective(j, text, "total_reward", sense, rm, comparison=comparison, threshold=threshold,
+                         directionless=directionless)
     if path.is_eventually_formula and not path.is_bounded_until_formula:
         target = path.subformula
         _check_labels(target, labels, at)
         return Objective(j, text, "reach_reward", sense, rm, right_text=str(target),
-                         comparison=comparison, threshold=threshold)
+                         comparison=comparison, threshold=threshold, directionless=directionless)
     raise PropertyError(f"{at}: unsupported reward objective {str(path)!r}; supported: [C] and [F phi]")
 
 
-def _probability(j, f, text, labels, at) -> Objective:
-    sense, comparison, threshold = _bounds(f, at)
+def _probability(j, f, text, labels, at, bounds) -> Objective:
+    sense, comparison, threshold, _, directionless = bounds
     path = f.subformula
     if path.is_bounded_until_formula:
         raise PropertyError(f"{at}: step- or time-bounded objectives are not supported")
@@ -110,18 +152,18 @@ def _probability(j, f, text, labels, at) -> Objective:
         target = path.subformula
         _check_labels(target, labels, at)
         return Objective(j, text, "probability", sense, right_text=str(target),
-                         comparison=comparison, threshold=threshold)
+                         comparison=comparison, threshold=threshold, directionless=directionless)
     if path.is_until_formula:
         left, right = path.left_subformula, path.right_subformula
         _check_labels(left, labels, at)
         _check_labels(right, labels, at)
         return Objective(j, text, "probability", sense, left_text=str(left), right_text=str(right),
-                         comparison=comparison, threshold=threshold)
+                         comparison=comparison, threshold=threshold, directionless=directionless)
     if cls == "GloballyFormula":
         phi = path.subformula
         _check_labels(phi, labels, at)
         return Objective(j, text, "probability", sense, right_text=f"!({phi})", negated=True,
-                         comparison=comparison, threshold=threshold)
+                         comparison=comparison, threshold=threshold, directionless=directionless)
     raise PropertyError(f"{at}: unsupported path formula {str(path)!r}; supported: F, U, G")
 
 

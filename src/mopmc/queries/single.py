@@ -4,6 +4,8 @@
 infinite when some scheduler can avoid phi; ``min`` ranges over the schedulers that reach phi almost
 surely (infinite when there are none). An optimum that is infinite in the preferred direction gives
 a result with ``status == "infinite"`` (and ``value`` = +-inf); :func:`check_value` raises instead.
+A property without a direction (``P=?``, ``R=?``: Markov chains only, see
+:func:`mopmc.properties.parse.parse_properties`) is computed as ``max``, equal to ``min`` there.
 
 >>> res = check(loaded.model, loaded.properties()[0])  # doctest: +SKIP
 >>> res.value, res.scheduler                            # doctest: +SKIP
@@ -102,7 +104,12 @@ def check(
         inf = math.inf if o.sense == "max" else -math.inf
         if o.kind == "reach_reward" or getattr(exc, "against", False):
             inf = -inf if o.kind != "reach_reward" else math.inf
-        return SingleResult(prop, inf, 0.0, precision, None, "infinite", exc.one_line(),
+        message = exc.one_line()
+        if o.directionless:  # a Markov chain: no scheduler, no direction to speak of
+            why = ("the target is reached with probability below 1" if o.kind == "reach_reward" else
+                   f"the chain collects {'positive' if inf > 0 else 'negative'} reward forever in a reachable recurrent class")
+            message = f"{model.source}: {o.text} is infinite: {why}"
+        return SingleResult(prop, inf, 0.0, precision, None, "infinite", message,
                             {"check": time.perf_counter() - start})
     return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start})
 
