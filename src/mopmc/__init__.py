@@ -14,6 +14,7 @@ from typing import Any
 __version__ = "0.1.0"
 
 _LAZY = {
+    "load": "mopmc.io.load",  # a model with property text: .model, .properties()
     "load_model": "mopmc.io.load",
     "save_umb": "mopmc.io.umb",  # alias of write_umb
     "SparseMDP": "mopmc.model.sparse_mdp",
@@ -30,6 +31,6 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'mopmc' has no attribute {name!r}")
     mod = import_module(module)
-    if module.endswith(name):
+    if module == f"mopmc.{name}":  # a subpackage (examples)
         return mod
     return getattr(mod, "write_umb" if name == "save_umb" else name)
