@@ -70,3 +70,19 @@ def assert_one_line_error(result: CliResult, *fragments: str, code: int = 2) -> 
     assert "Traceback" not in result.stderr
     for frag in fragments:
         assert frag in result.stderr, (frag, result.stderr)
+
+
+#: a four-state MDP where "a" reaches A then B with probability 1 (after retries) and "b" never:
+#: goal memory (reach A, then B) and scheduler exports are tested on it
+TWO_WAYS = """mdp
+module m
+  s : [0..3] init 0;
+  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=0);
+  [b] s=0 -> (s'=3);
+  [] s=1 -> (s'=2);
+  [] s=2 -> true;
+  [] s=3 -> true;
+endmodule
+label "A" = s=1;
+label "B" = s=2;
+"""

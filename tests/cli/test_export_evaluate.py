@@ -12,7 +12,7 @@ import json
 import numpy as np
 import pytest
 
-from support import assert_one_line_error, run_mopmc, shared_model
+from support import TWO_WAYS, assert_one_line_error, run_mopmc, shared_model
 from mopmc.engine.evaluate import Mixture, evaluate, induced_chain
 from mopmc.io.load import load
 from mopmc.io.scheduler_file import read_scheduler
@@ -20,18 +20,6 @@ from mopmc.io.scheduler_file import read_scheduler
 pytest.importorskip("stormpy")
 from mopmc.io.storm_check import storm_chain_values, storm_values  # noqa: E402
 
-TWO_WAYS = """mdp
-module m
-  s : [0..3] init 0;
-  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=0);
-  [b] s=0 -> (s'=3);
-  [] s=1 -> (s'=2);
-  [] s=2 -> true;
-  [] s=3 -> true;
-endmodule
-label "A" = s=1;
-label "B" = s=2;
-"""
 TRADEOFF_PARETO = 'multi(R{"time"}min=? [C], R{"energy"}min=? [C])'
 SWITCH = "switch-table3/switch_model.prism"
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 sys.path.insert(0, str(Path(__file__).parents[1]))
-from support import shared_model  # noqa: E402
+from support import TWO_WAYS, shared_model  # noqa: E402
 
 from mopmc.engine.kernel import Engine
 from mopmc.errors import InfiniteValueError
@@ -72,20 +72,6 @@ def test_check_command_infinite_exit_code(capsys):
     rows = json.loads(both.stdout)
     assert [r["status"] for r in rows] == ["ok", "infinite"]
     assert rows[0]["value"] == 0.0 and rows[0]["kind"] == "value"
-
-
-TWO_WAYS = """mdp
-module m
-  s : [0..3] init 0;
-  [a] s=0 -> 0.5:(s'=1) + 0.5:(s'=0);
-  [b] s=0 -> (s'=3);
-  [] s=1 -> (s'=2);
-  [] s=2 -> true;
-  [] s=3 -> true;
-endmodule
-label "A" = s=1;
-label "B" = s=2;
-"""
 
 
 def test_export_scheduler_with_goal_memory(tmp_path):

@@ -172,6 +172,14 @@ def test_exhaustive_pareto_spans_the_lp_optima(case, raw):
         assert np.max(pts @ w) == pytest.approx(ref, abs=1e-7 * max(1.0, abs(ref)))
 
 
+def _pareto_objectives(senses, threshold):
+    """Objectives 0 and 1 queried (``senses[:2]``), objective 2 bounded by ``threshold``."""
+    objs = tuple(Objective(i, f'R{{"r{i}"}}{s}=? [C]', "total_reward", s, f"r{i}") for i, s in enumerate(senses[:2]))
+    cmp = "<=" if senses[2] == "min" else ">="
+    return objs + (Objective(2, f'R{{"r2"}}{cmp}{threshold!r} [C]', "total_reward", senses[2], "r2",
+                             comparison=cmp, threshold=float(threshold)),)
+
+
 def _lp_direction(model, objs, w):
     """max w . x subject to every threshold of ``objs``, as one LP; None when infeasible."""
     lp = occupation_polytope(model, objs)
@@ -195,10 +203,7 @@ def test_pareto_with_a_threshold_is_the_lp_constrained_front(case, raw):
     senses = (senses * 2)[:3]
     thresholds = _anchor(model, senses, w if len(w) == 3 else np.append(w, 0.0), np.append(shift, 0.0)[:3] * 0.5)
     assume(thresholds is not None)
-    objs = tuple(Objective(i, f'R{{"r{i}"}}{s}=? [C]', "total_reward", s, f"r{i}") for i, s in enumerate(senses[:2]))
-    cmp = "<=" if senses[2] == "min" else ">="
-    objs += (Objective(2, f'R{{"r2"}}{cmp}{thresholds[2]!r} [C]', "total_reward", senses[2], "r2",
-                       comparison=cmp, threshold=float(thresholds[2])),)
+    objs = _pareto_objectives(senses, thresholds[2])
     try:
         ours = pareto(make_oracle(model, objs, "kernel"), objs, exhaustive=True)
     except InfiniteValueError:
@@ -257,10 +262,7 @@ def test_infeasibility_certificates_hold_against_the_lp(case, k, kind):
         senses = (senses * 2)[:3]
         thresholds = _anchor(model, senses, w if len(w) == 3 else np.append(w, 0.0), np.append(harder, harder[0])[:3])
         assume(thresholds is not None)
-        objs = tuple(Objective(i, f'R{{"r{i}"}}{s}=? [C]', "total_reward", s, f"r{i}") for i, s in enumerate(senses[:2]))
-        cmp = "<=" if senses[2] == "min" else ">="
-        objs += (Objective(2, f'R{{"r2"}}{cmp}{thresholds[2]!r} [C]', "total_reward", senses[2], "r2",
-                           comparison=cmp, threshold=float(thresholds[2])),)
+        objs = _pareto_objectives(senses, thresholds[2])
     try:
         ours = (numerical if kind == "numerical" else pareto)(make_oracle(model, objs, "kernel"), objs)
     except InfiniteValueError:
@@ -275,3 +277,20 @@ def test_infeasibility_certificates_hold_against_the_lp(case, k, kind):
         assert abs(margin) <= 1e-6 and ours.certificate is None
     else:
         assert margin >= -1e-6
+
+
+def test_a_threshold_at_the_best_value_still_explores_the_front():
+    """Found by Hypothesis: r2 >= 0 where 0 is r2's best value. The outer polytope cut by that
+    threshold has no volume, so it had no corners, and the search stopped at the first vertices:
+    the front was (0, 0, 0) although 'always choice 3' reaches r1 = 0.9 / (1 - 0.81) with r2 = 0."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    model = SparseMDP.from_arrays([0, 1, 4, 5], [0, 2, 4, 6, 8, 9], [1, 2, 0, 2, 0, 2, 0, 2, 2],
+                                  [0.9, 0.1, 0.9, 0.1, 0.9, 0.1, 0.9, 0.1, 1.0], initial=0,
+                                  rewards={"r0": np.zeros(5), "r1": np.array([0.0, 0, 1, 1, 0]), "r2": np.array([0.0, 0, -1, 0, 0])})
+    objs = _pareto_objectives(["max", "max", "max"], 0.0)
+    for exhaustive in (True, False):
+        res = pareto(make_oracle(model, objs, "kernel"), objs, exhaustive=exhaustive)
+        assert res.status == "optimal"
+        np.testing.assert_allclose(res.points, [[0.0, 0.9 / 0.19, 0.0]], atol=1e-4 if not exhaustive else 1e-9)
+        assert _lp_direction(model, objs, np.array([0.0, 1.0, 0.0])) == pytest.approx(0.9 / 0.19, abs=1e-9)

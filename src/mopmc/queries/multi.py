@@ -396,6 +396,14 @@ def _outer_corners(approx: Approximation, space: Space) -> np.ndarray:
     lo = np.where(np.isfinite(space.lower), np.maximum(space.lower, floor), floor)
     halfspaces = np.vstack([np.hstack([W, -b[:, None]]), np.hstack([-np.eye(m), lo[:, None]])])
     interior = _chebyshev(halfspaces)
+    fin = np.isfinite(space.lower)
+    if interior is None and fin.any():
+        # a threshold on the outer polytope's boundary (e.g. at the best value of its objective): the
+        # cut has no volume and no corners, which ended the search with the front unexplored. Its
+        # corners, lowered by a hair (the numeric tolerance) in the bounded coordinates, are those
+        # of the cut up to that hair.
+        halfspaces[len(b):, -1][fin] -= 0.5 * _numeric_tolerance(approx)
+        interior = _chebyshev(halfspaces)
     if interior is None:
         return np.zeros((0, m))
     try:
