@@ -294,3 +294,25 @@ def test_a_threshold_at_the_best_value_still_explores_the_front():
         assert res.status == "optimal"
         np.testing.assert_allclose(res.points, [[0.0, 0.9 / 0.19, 0.0]], atol=1e-4 if not exhaustive else 1e-9)
         assert _lp_direction(model, objs, np.array([0.0, 1.0, 0.0])) == pytest.approx(0.9 / 0.19, abs=1e-9)
+
+
+def test_a_corner_rounded_outside_the_outer_polytope_ends_the_search():
+    """Found by Hypothesis with fresh examples: r1 = r2 and a threshold 5e-7 above r2's minimum.
+    Qhull's joggled intersection gave a corner 3e-7 outside a known halfspace; its direction was
+    asked again and again (nothing new, never confirmed) until the 500-call limit. The front is
+    the same, now 'optimal' within a few calls, and equals the LP's in every direction tried."""
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    model = SparseMDP.from_arrays(
+        [0, 2, 4, 7, 8], [0, 3, 5, 7, 9, 11, 13, 15, 16], [0, 1, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 0, 3, 3],
+        [0.45, 0.45, 0.1, 0.9, 0.1, 0.9, 0.1, 0.9, 0.1, 0.9, 0.1, 0.9, 0.1, 0.9, 0.1, 1.0], initial=0,
+        rewards={"r0": np.eye(8)[1], "r1": np.eye(8)[0], "r2": np.eye(8)[0]})
+    senses = ["min", "min", "min"]
+    thresholds = _anchor(model, senses, np.zeros(3), np.array([0.0, 0.0, 5e-7]))
+    objs = _pareto_objectives(senses, thresholds[2])
+    res = pareto(make_oracle(model, objs, "kernel"), objs, exhaustive=True)
+    assert res.status == "optimal" and res.iterations < 50
+    pts = np.array(res.points)
+    for d in ([-1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [-0.5, -0.5, 0.0], [-0.1, -0.9, 0.0]):
+        ref = _lp_direction(model, objs, np.array(d))
+        assert np.max(pts @ d) == pytest.approx(ref, abs=1e-6)

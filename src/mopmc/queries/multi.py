@@ -260,6 +260,10 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
         if not new and w @ corner <= w @ y + err + numeric:
             # the oracle's optimum in this direction reaches the corner: nothing separates it
             confirmed.append(corner)
+        elif not new and np.max(approx.H[0] @ corner - approx.H[1]) > numeric:
+            # the corner lies outside a known halfspace: rounding of a degenerate intersection
+            # (Qhull's joggle), which no oracle call can cut further (it was asked until max_iter)
+            confirmed.append(corner)
     tol = _numeric_tolerance(approx)
     W, b = approx.H
     halfspaces = [{"normal": (w * space.sign).tolist(), "offset": float(o)} for w, o in zip(W, b)]
