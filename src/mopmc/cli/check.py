@@ -72,11 +72,10 @@ def check_command(
         if len(props) != 1:
             raise PropertyError(f"--plot {plot}: give one property ({len(props)} given)")
         check_plottable(props[0].kind, len(props[0].objectives), f"property 1 ({props[0].text})")
-    rows, schedulers = [], []
+    rows, results = [], []
     for p in props:
         if p.multi:
             row, res = _multi(loaded.model, p, engine, precision, device, exact_margin)
-            sched = _MultiSchedulers(res, engine) if export_scheduler else None
             if plot:
                 from mopmc.queries.plot import plot_pareto
 
@@ -84,14 +83,14 @@ def check_command(
         else:
             res = check_single(loaded.model, p, precision=1e-6 if precision is None else precision,
                                engine=engine, device=device)
-            row, sched = res.to_json(), res
+            row = res.to_json()
             if res.status == "infinite":  # a result (as in Storm), explained on stderr
                 sys.stderr.write(f"note: {res.message}\n")
         row["timings"] = {**load_timings(loaded), **row.get("timings", {})}
         rows.append(row)
-        schedulers.append(sched)
-    if export_scheduler:
-        rows[0]["scheduler"] = _export(export_scheduler, loaded.model, props, schedulers, quiet=json_out)
+        results.append(res)
+    if export_scheduler:  # (one property: _check_export_properties)
+        rows[0]["scheduler"] = _export(export_scheduler, loaded.model, props[0], results[0], quiet=json_out)
     if json_out:
         print_json(rows)
     else:
@@ -103,10 +102,7 @@ def _join_props(prop: str | list[str] | tuple | None) -> str | None:
     (Storm's parser separates properties by ``;``; a repeated ``;`` is harmless)."""
     if prop is None or isinstance(prop, str):
         return prop
-    texts = [t for t in prop]
-    if not texts:
-        return None
-    return ";\n".join(texts)
+    return ";\n".join(prop) or None
 
 
 def _check_precision(precision: float, where: str | None, multi: bool) -> None:
@@ -144,16 +140,6 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
     return out, res
 
 
-class _MultiSchedulers:
-    """The deterministic schedulers behind a multi-objective result, for ``--export-scheduler``:
-    one per Pareto vertex, or the witness mixture of an achievability or numerical query."""
-
-    def __init__(self, res, engine: str):
-        if engine == "lp":  # the LP oracle's vertices are occupation measures, not deterministic schedulers
-            raise PropertyError("--export-scheduler with a multi(...) property needs --engine kernel or torch (got lp)")
-        self.res = res
-
-
 def _check_export(path: str | None, engine: str) -> None:
     """Before the model is built: ``--export-scheduler`` names a file in an existing folder and the
     engine computes schedulers."""
@@ -174,28 +160,28 @@ def _check_export_properties(path: str | None, props) -> None:
                             "a scheduler file holds the scheduler of one query")
 
 
-def _export(path: str, model, props, schedulers, quiet: bool = False) -> dict:
-    """Write the scheduler of the single property: ``mopmc-scheduler`` (a single objective: the
-    deterministic optimum; achievability, numerical: the witness, a mixture of deterministic
-    schedulers) or ``mopmc-pareto-schedulers`` (Pareto: one scheduler per front point), entries for
-    the states each scheduler reaches (docs/formats.md). Returns what was written; says so on
-    stderr unless ``quiet``."""
+def _export(path: str, model, p, res, quiet: bool = False) -> dict:
+    """Write the scheduler of property ``p`` (its result ``res``): ``mopmc-scheduler`` (a single
+    objective: the deterministic optimum; achievability, numerical: the witness, a mixture of
+    deterministic schedulers) or ``mopmc-pareto-schedulers`` (Pareto: one scheduler per front
+    point), entries for the states each scheduler reaches (docs/formats.md). Returns what was
+    written; says so on stderr unless ``quiet``."""
     import numpy as np
 
     from mopmc.engine.evaluate import Mixture, Policy
     from mopmc.io.scheduler_file import pareto_document, scheduler_document, write_document
 
-    (p,), (s,) = props, schedulers
-    res = s.res if isinstance(s, _MultiSchedulers) else s
-    if (res.scheduler is None if s is res else not res.points if res.kind == "pareto" else res.witness is None):
-        why = ("not achievable" if getattr(res, "kind", None) == "achievability" and not res.achievable
-               else f"the value is {res.value}" if s is res else f"status {res.status}")
-        raise PropertyError(f"--export-scheduler {path}: {p.text} has no scheduler to export ({why})")
-    if not isinstance(s, _MultiSchedulers):  # a single objective: the kernel's deterministic optimum
-        doc = scheduler_document(model, p.objectives, [s.value], Policy.of(s.scheduler), reachable=True)
+    def nothing(why: str) -> PropertyError:
+        return PropertyError(f"--export-scheduler {path}: {p.text} has no scheduler to export ({why})")
+
+    if not p.multi:  # a single objective: the kernel's deterministic optimum
+        if res.scheduler is None:
+            raise nothing(f"the value is {res.value}")
+        doc = scheduler_document(model, p.objectives, [res.value], Policy.of(res.scheduler), reachable=True)
         info = {"path": str(path), "format": doc["format"], "kind": doc["kind"]}
-    elif s.res.kind == "pareto":
-        res = s.res
+    elif res.kind == "pareto":
+        if not res.points:
+            raise nothing(f"status {res.status}")
         if res.mixtures:  # thresholds as constraints: each front point mixes deterministic vertices
             scheds = [(pt, Policy.of(k)) for pt, k in zip(res.vertices, res.vertex_schedulers)]
             verts = list(zip(res.points, res.mixtures))
@@ -205,7 +191,9 @@ def _export(path: str, model, props, schedulers, quiet: bool = False) -> dict:
         doc = pareto_document(model, p.objectives, scheds, verts, status=res.status)
         info = {"path": str(path), "format": doc["format"], "vertices": len(verts)}
     else:  # achievability or numerical: the witness mixture meets every threshold
-        w = s.res.witness
+        w = res.witness
+        if w is None:
+            raise nothing("not achievable" if res.kind == "achievability" and not res.achievable else f"status {res.status}")
         weights = np.asarray(w.weights, float) / float(np.sum(w.weights))
         point = weights @ np.asarray(w.points, float)
         pols = tuple(Policy.of(k) for k in w.schedulers)

@@ -113,12 +113,17 @@ def error_json(message: str, code: int = 2, kind: str | None = None) -> dict:
     return out
 
 
-def fail(message: str, code: int = 2, kind: str | None = None) -> None:
-    """Print one line on stderr and exit; under a command run with ``--json`` (:func:`run_cli`)
-    the same line also goes to stdout as :func:`error_json`, so that stdout is always JSON."""
+def _error_to_stdout(message: str, code: int, kind: str | None) -> None:
+    """Under a command run with ``--json`` that has printed no JSON yet: :func:`error_json` on stdout."""
     if _json_errors and not _json_printed:
         sys.stdout.write(json.dumps(error_json(message, code, kind), indent=2) + "\n")
         sys.stdout.flush()
+
+
+def fail(message: str, code: int = 2, kind: str | None = None) -> None:
+    """Print one line on stderr and exit; under a command run with ``--json`` (:func:`run_cli`)
+    the same line also goes to stdout as :func:`error_json`, so that stdout is always JSON."""
+    _error_to_stdout(message, code, kind)
     sys.stderr.write("error: " + " ".join(str(message).split()) + "\n")
     sys.stderr.flush()
     raise SystemExit(code)
@@ -141,10 +146,7 @@ def run_cli(fn: Callable[[], Any], json_out: bool | None = None) -> Any:
     except KeyboardInterrupt:
         fail("interrupted", 130)
     except Exception as exc:
-        if _json_errors and not _json_printed:
-            text = f"internal error: {type(exc).__name__}: {exc}"
-            sys.stdout.write(json.dumps(error_json(text, 1, "InternalError"), indent=2) + "\n")
-            sys.stdout.flush()
+        _error_to_stdout(f"internal error: {type(exc).__name__}: {exc}", 1, "InternalError")
         raise
     finally:
         _json_errors, _json_printed = saved

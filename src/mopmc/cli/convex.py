@@ -115,9 +115,9 @@ def load_binding(spec: str | None):
             return runtime_binding(doc)
         except (SchedulerError, KeyError, TypeError, ValueError) as exc:
             raise PropertyError(f"--binding {spec}: {exc}") from None
-    from mopmc.runtime.scheduler import _Reader, _read_binding
+    from mopmc.runtime.scheduler import read_binding
 
-    _read_binding(_Reader(f"--binding {spec}"), doc)  # the runtime's checks now, not after the query
+    read_binding(doc, f"--binding {spec}")  # the runtime's checks now, not after the query
     return doc
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Mapping
 
-from mopmc.errors import InvalidModelError, ModelFileError, UnsupportedModelError
+from mopmc.errors import InvalidModelError, ModelFileError, MopmcError, UnsupportedModelError
 from mopmc.io import storm
 from mopmc.io.umb import read_umb
 from mopmc.model.sparse_mdp import SparseMDP, mark_reachable
@@ -85,15 +85,6 @@ def _check_path(path: Path) -> None:
         raise ModelFileError(f"{path}: the file is empty")
 
 
-def display_name(path: str | Path) -> str:
-    """How messages name a model: ``example:NAME`` for a shipped example given so (not the
-    installed file's path), else the path as given."""
-    text = str(path)
-    if text.startswith("example:"):
-        return text.strip()
-    return text
-
-
 def load(
     path: str | Path,
     constants: Mapping[str, str] | None = None,
@@ -125,19 +116,16 @@ def load(
     builder = builder or _default_builder
     if builder not in BUILDERS:
         raise ModelFileError(f"builder {builder!r}: unknown; choose one of {', '.join(BUILDERS)}")
-    shown = display_name(path)
+    given = str(path)
     path = resolve_path(path)
-    if shown == str(path):
-        return _load(path, constants, properties, valuations=valuations, warm=warm, warm_engine=warm_engine,
-                     warm_device=warm_device, builder=builder, start=start, source=str(path))
-    # an example: messages and the model's ``source`` name it ``example:NAME``
-    from mopmc.errors import MopmcError
-
+    example = given.startswith("example:")  # messages and the model's source name it so, not the installed file
+    source = given.strip() if example else str(path)
     try:
         return _load(path, constants, properties, valuations=valuations, warm=warm, warm_engine=warm_engine,
-                     warm_device=warm_device, builder=builder, start=start, source=shown)
+                     warm_device=warm_device, builder=builder, start=start, source=source)
     except MopmcError as exc:
-        exc.args = tuple(a.replace(str(path), shown) if isinstance(a, str) else a for a in exc.args)
+        if example:
+            exc.args = tuple(a.replace(str(path), source) if isinstance(a, str) else a for a in exc.args)
         raise
 
 
@@ -223,7 +211,6 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
 def _atoms(program, formulas, where: str) -> list[str] | None:
     """The atomic expressions of the properties' state formulas (Storm's builder adds them as
     labels), or ``None`` when the properties do not parse into objectives here."""
-    from mopmc.errors import MopmcError
     from mopmc.properties.parse import parse_properties
     from mopmc.properties.states import atomic_expressions
 

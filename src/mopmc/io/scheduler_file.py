@@ -207,9 +207,9 @@ def _runtime_filter(model: SparseMDP, binding: Mapping | None):
         raise SchedulerError("a runtime scheduler file needs a binding (the switch's variables and locations)")
     if model.valuations is None:
         raise SchedulerError("a runtime scheduler file needs state valuations; load the model with valuations")
-    from mopmc.runtime.scheduler import _Reader, _read_binding
+    from mopmc.runtime.scheduler import read_binding
 
-    rb = _read_binding(_Reader("--binding"), binding)  # the checks the runtime makes when it loads the file
+    rb = read_binding(binding, "--binding")  # the checks the runtime makes when it loads the file
     names = list(model.valuations.names)
     used = {rb.timestep, rb.consecutive_calls, rb.configuration} | {v for val in rb.locations.values() for v in val}
     used |= {o.variable for o in rb.observations.values()}

@@ -63,6 +63,11 @@ class EnvConfig:
         # Checked at construction, so dataclasses.replace and direct use (sweep settings) are covered too.
         _check_env({f.name: getattr(self, f.name) for f in dataclasses.fields(self)}, "EnvConfig")
 
+    @property
+    def decision_steps(self) -> int:
+        """Decisions per episode, ``duration x policy_frequency``: the switch model's ``n``."""
+        return int(round(self.duration * self.policy_frequency))
+
 
 @dataclass(frozen=True)
 class SwitchConfig:
@@ -105,7 +110,7 @@ def _env(raw: Any, src: str) -> EnvConfig:
     d = _fields(EnvConfig, raw, "env", src)
     _check_env(d, src)
     env = EnvConfig(**d)
-    if round(env.duration * env.policy_frequency) < 1:
+    if env.decision_steps < 1:
         raise ConfigError(f"{src}: env.duration x env.policy_frequency: an episode of {env.duration:g} s at "
                           f"{env.policy_frequency:g} decisions/s has no decision step; give at least one")
     return env

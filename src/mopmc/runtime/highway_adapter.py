@@ -82,7 +82,7 @@ class RealtimeHighwayEnv(gymnasium.Env):
         self.observation_space = self._inner.observation_space
         self.action_space = self._inner.action_space
         self.decision_period = 1.0 / c.policy_frequency
-        self.max_steps = int(round(c.duration * c.policy_frequency))
+        self.max_steps = c.decision_steps
         self._delay_rng = np.random.default_rng(0)
         self._steps = 0
         self._time = 0.0

@@ -131,10 +131,6 @@ class SchedulerPolicy:
         return float(rng.random()) < p_exit
 
 
-SWITCH_NAMES = "none, C1, C2, C3, C4, uniform or a scheduler FILE.json"
-"""The switch names of the built-in configuration (a config file may list others)."""
-
-
 def switch_names(configurations: Sequence[Configuration]) -> str:
     """What ``--switch`` accepts with these configurations, for messages."""
     return ", ".join(["none", *(c.name for c in configurations), "uniform"]) + " or a scheduler FILE.json"
@@ -169,7 +165,7 @@ def check_episode_length(policy: SwitchPolicy | None, env: Any, agent: str, conf
     if not isinstance(policy, SchedulerPolicy):
         return
     covered = policy.scheduler.episode_steps
-    steps = int(round(env.duration * env.policy_frequency))
+    steps = env.decision_steps
     if covered is None or covered == steps:
         return
     from mopmc.runtime.agents import SHIPPED, shipped_agent_path

@@ -249,6 +249,12 @@ def _read_binding(r: _Reader, raw: Any) -> Binding:
     )
 
 
+def read_binding(raw: Any, where: str) -> Binding:
+    """A runtime binding (the ``binding`` of a scheduler file) checked as :func:`load_scheduler`
+    checks it; errors name ``where`` (a file, or an option such as ``--binding FILE``)."""
+    return _read_binding(_Reader(where), raw)
+
+
 def _location_of(state: Mapping[str, int], binding: Binding) -> str | None:
     hits = [
         name for name, val in binding.locations.items()

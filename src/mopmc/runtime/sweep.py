@@ -323,7 +323,6 @@ def run_local(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], workers: 
         return
     import multiprocessing
     from concurrent.futures import ProcessPoolExecutor, as_completed
-
     from concurrent.futures.process import BrokenProcessPool
 
     # spawn, not fork: the parent may hold threads (the progress bar) and loaded simulators
