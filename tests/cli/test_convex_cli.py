@@ -95,6 +95,46 @@ def test_binding_file_of_design_build_exports_a_runtime_scheduler(tmp_path):
     assert_one_line_error(r, "--binding", "metric scores")
 
 
+def test_table3_exports_for_the_runtime_with_the_binding_beside_the_model(tmp_path):
+    """table3 on a built switch takes the MODEL.binding.json beside it: the export lists the switch's
+    decision points, which the runtime loads; --binding names another; one that does not fit the
+    model is refused before the queries run."""
+    import json
+
+    from mopmc.runtime.scheduler import load_scheduler
+
+    model = tmp_path / "sw.umb"
+    assert run_mopmc("design", "build", "paper-switch", "--n", "6", "--out", model).code == 0
+    sched = tmp_path / "t3.json"
+    r = run_mopmc("table3", model, "--no-storm", "--json", "--export-scheduler", sched)
+    assert r.code == 0, r.stderr
+    assert r.json()["scheduler"]["runtime"] is True
+    loaded = load_scheduler(str(sched))
+    assert loaded.episode_steps == 6
+    runtime_entries = len(json.loads(sched.read_text())["entries"])
+    # without the binding: the states the scheduler reaches, which evaluate reads without defaults
+    (tmp_path / "sw.umb.binding.json").rename(tmp_path / "b.json")
+    r = run_mopmc("table3", model, "--no-storm", "--json", "--export-scheduler", sched)
+    assert r.code == 0, r.stderr
+    out = r.json()["scheduler"]
+    assert out["runtime"] is False and len(json.loads(sched.read_text())["entries"]) > runtime_entries
+    prop = "multi(" + ", ".join(f'R{{"{o}"}}<=9 [C]' for o in r.json()["objectives"]) + ")"
+    ev = run_mopmc("evaluate", model, "--scheduler", sched, "--prop", prop, "--json")
+    assert ev.code == 0, ev.stderr
+    assert ev.json()["defaulted_states"] == 0
+    np.testing.assert_allclose(ev.json()["values"], out["evaluated"], rtol=1e-9)
+    # --binding names it; a binding of another model is refused up front
+    r = run_mopmc("table3", model, "--no-storm", "--json", "--export-scheduler", sched, "--binding", tmp_path / "b.json")
+    assert r.code == 0 and r.json()["scheduler"]["runtime"] is True, r.stderr
+    other = json.loads((tmp_path / "b.json").read_text())
+    other["timestep"] = "clock"
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    r = run_mopmc("table3", model, "--no-storm", "--export-scheduler", sched, "--binding", tmp_path / "other.json")
+    assert_one_line_error(r, "--binding", "clock")
+    r = run_mopmc("table3", "--binding", tmp_path / "b.json")
+    assert_one_line_error(r, "--binding", "paper-switch")
+
+
 def test_iteration_limit_says_how_to_go_on():
     r = run_mopmc("convex", files.tradeoff, "--prop", PROP, "--target", "1,1", "--max-iter", "0", "--eps-rel", "1e-14",
                   "--eps-abs", "1e-14")

@@ -82,8 +82,12 @@ def export(path: str, model, result, *, binding=None, kind: str = "randomised") 
             sched = rnd.policy
         else:
             note = f"exported the mixture: {rnd.reason}"
-    write_scheduler(path, model, result.objectives, result.point, sched, binding=binding, runtime=binding is not None)
-    return {"path": path, "kind": "mixture" if sched is mix else "randomised", "note": note}
+    # a runtime file lists the switch's decision points (the runtime may meet states the estimated
+    # model does not reach); any other file the states the scheduler reaches, as mopmc check's do
+    write_scheduler(path, model, result.objectives, result.point, sched, binding=binding, runtime=binding is not None,
+                    reachable=binding is None)
+    return {"path": path, "kind": "mixture" if sched is mix else "randomised", "note": note,
+            "runtime": binding is not None}
 
 
 def load_binding(spec: str | None):
@@ -154,6 +158,10 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
                             "it requires --export-scheduler FILE")
     bind = load_binding(binding)  # a misspelt or malformed binding fails before the model is built
     loaded, p = load_multi(model, prop, const, valuations=export_path is not None, engine=engine, device=device)
+    if bind is not None:
+        from mopmc.io.scheduler_file import check_binding
+
+        check_binding(loaded.model, bind, f"--binding {binding}")  # a binding for another model fails before the query
     # imported only now (0.24 s, scipy.sparse and the QP solver): the warm-up thread imports it
     # while the model is explored, which leaves the GIL free
     from mopmc.queries.convex import convex_query
@@ -205,7 +213,8 @@ def show(title: str, out: dict) -> None:
                       f"the box needs {sd['required']:.9g}")
     if "scheduler" in out:
         sc = out["scheduler"]
-        console.print(f"scheduler ({sc['kind']}) -> {sc['path']}" + (f" ({sc['note']})" if sc["note"] else ""))
+        console.print(f"scheduler ({sc['kind']}) -> {sc['path']}" + (" (for the switch runtime)" if sc.get("runtime") else "")
+                      + (f" ({sc['note']})" if sc["note"] else ""))
 
 
 @app.command("convex")

@@ -12,10 +12,13 @@ from __future__ import annotations
 
 from typing import Optional
 
+from pathlib import Path
+
 import numpy as np
 import typer
 
 from mopmc.cli.common import print_json, run_cli
+from mopmc.errors import PropertyError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -36,19 +39,37 @@ def _objectives(model, bounds):
                  for i, (r, b) in enumerate(zip(REWARDS, bounds)))
 
 
-def _model(spec: str | None):
+def _model(spec: str | None, binding_spec: str | None = None):
+    """The model, its runtime binding (``None``: none), its name, and why a binding found beside the
+    model is not used. A model file takes ``binding_spec`` (as ``mopmc convex --binding``), by default
+    the ``MODEL.binding.json`` that ``mopmc design build`` writes beside it, when there is one."""
     if spec is None or spec == "paper-switch":
         from mopmc.design.build import convert_design
         from mopmc.design.spec import load_design
         from mopmc.io.scheduler_file import runtime_binding
 
         design = load_design("paper-switch")
-        return convert_design(design).model, runtime_binding(design), "paper-switch"
+        return convert_design(design).model, runtime_binding(design), "paper-switch", None
     from mopmc.io.load import load
 
+    from mopmc.cli.convex import load_binding
+    from mopmc.errors import MopmcError
+    from mopmc.io.scheduler_file import check_binding
+
+    sidecar = binding_spec is None and Path(f"{spec}.binding.json").is_file()
+    binding_spec = f"{spec}.binding.json" if sidecar else binding_spec
+    binding = load_binding(binding_spec) if not sidecar else None
     model = load(spec, valuations=True).model
     _check_switch_model(model, spec)
-    return model, None, spec
+    if sidecar:
+        try:
+            binding = load_binding(binding_spec)
+            check_binding(model, binding, binding_spec)
+        except MopmcError as exc:  # not asked for: the export is then for evaluation, with a note why
+            return model, None, spec, f"not a runtime file: {exc}"
+    elif binding is not None:
+        check_binding(model, binding, f"--binding {binding_spec}")
+    return model, binding, spec, None
 
 
 def _check_switch_model(model, name: str) -> None:
@@ -63,7 +84,8 @@ def _check_switch_model(model, name: str) -> None:
         raise UnknownNameError(f"{name}: not a switch model: no configuration variable 'conf' in its states")
 
 
-def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: float, progress=None) -> dict:
+def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: float, progress=None,
+           binding: str | None = None) -> dict:
     """All rows of Table 3 as a JSON-ready dict."""
     from mopmc.engine.evaluate import evaluate, induced_chain
     from mopmc.engine.mixing import randomise
@@ -74,7 +96,7 @@ def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: floa
     from mopmc.queries.switch_strategies import configurations, switch_strategy
 
     step = progress or (lambda text: None)
-    model, binding, name = _model(spec)
+    model, binding, name, binding_note = _model(spec, binding)
     objs = _objectives(model, MO)
     out: dict = {"model": name, "states": model.n_states, "choices": model.n_choices,
                  "objectives": list(REWARDS), "with_storm": storm}
@@ -126,8 +148,12 @@ def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: floa
     info = {"kind": "randomised" if rnd.policy is not None else "mixture", "note": rnd.reason,
             "components": len(mix.policies), "evaluated": re_ours.tolist(), "storm": re_storm, "path": None}
     if export_path:
-        write_scheduler(export_path, model, objs, soft.point, sched, binding=binding, runtime=binding is not None)
+        write_scheduler(export_path, model, objs, soft.point, sched, binding=binding, runtime=binding is not None,
+                        reachable=binding is None)
         info["path"] = export_path
+        info["runtime"] = binding is not None
+        if binding_note:
+            info["note"] = "; ".join(filter(None, (info["note"], binding_note)))
     out["scheduler"] = info
     return out
 
@@ -191,13 +217,14 @@ def render(out: dict) -> None:
     s = out["scheduler"]
     console.print(beside(f"scheduler ({s['kind']}, mixing {_plural(s['components'], 'deterministic scheduler')}) "
                          f"re-evaluated: {_fmt(s['evaluated'], 8)}", f"Storm on its chain {_fmt(s['storm'], 8)}")
-                  + (f" -> {s['path']}" if s["path"] else "") + (f" ({s['note']})" if s["note"] else ""))
+                  + (f" -> {s['path']}" + (" (for the switch runtime)" if s.get("runtime") else "") if s["path"] else "") + (f" ({s['note']})" if s["note"] else ""))
 
 
 @app.command("table3")
 def table3_cmd(
     model: Optional[str] = typer.Argument(None, help="A switch model (PRISM/UMB); default: the built-in paper-switch."),
     export_scheduler: Optional[str] = typer.Option("table3-scheduler.json", "--export-scheduler", help="Where to write the convex query's scheduler ('' to skip)."),
+    binding: Optional[str] = typer.Option(None, "--binding", help="A model file's runtime binding (paper-switch or a binding JSON; default: MODEL.binding.json of mopmc design build when it exists): the scheduler is exported for the switch runtime."),
     storm: bool = typer.Option(True, "--storm/--no-storm", help="Print Storm's answer beside ours."),
     eps_rel: float = typer.Option(1e-7, "--eps-rel", help="Relative gap of the convex queries."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
@@ -211,12 +238,15 @@ def table3_cmd(
         from mopmc.queries.tolerances import check_eps_rel
 
         check_eps_rel(eps_rel)
+        if binding is not None and model in (None, "paper-switch"):
+            raise PropertyError(f"--binding {binding}: the built-in paper-switch has its own binding; give --binding "
+                                "with a model file")
         if export_scheduler:
             check_output(export_scheduler, "--export-scheduler")
         console = Console(stderr=True)
         with console.status("table 3") as status:
             out = table3(model, export_scheduler or None, storm, eps_rel,
-                         progress=lambda text: status.update(f"table 3: {text}"))
+                         progress=lambda text: status.update(f"table 3: {text}"), binding=binding)
         if json_out:
             print_json(out)
         else:

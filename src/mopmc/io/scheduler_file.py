@@ -201,7 +201,12 @@ def write_document(path: str | Path, doc: dict) -> Path:
     return path
 
 
-def _runtime_filter(model: SparseMDP, binding: Mapping | None):
+def check_binding(model: SparseMDP, binding: Mapping, where: str = "--binding") -> None:
+    """Refuse a runtime binding that does not fit ``model`` (before a long query, not at its export)."""
+    _runtime_filter(model, binding, where)
+
+
+def _runtime_filter(model: SparseMDP, binding: Mapping | None, where: str = "--binding"):
     """States at the binding's choose/exit_check locations whose choices are all switch choices."""
     if binding is None:
         raise SchedulerError("a runtime scheduler file needs a binding (the switch's variables and locations)")
@@ -209,17 +214,17 @@ def _runtime_filter(model: SparseMDP, binding: Mapping | None):
         raise SchedulerError("a runtime scheduler file needs state valuations; load the model with valuations")
     from mopmc.runtime.scheduler import read_binding
 
-    rb = read_binding(binding, "--binding")  # the checks the runtime makes when it loads the file
+    rb = read_binding(binding, where)  # the checks the runtime makes when it loads the file
     names = list(model.valuations.names)
     used = {rb.timestep, rb.consecutive_calls, rb.configuration} | {v for val in rb.locations.values() for v in val}
     used |= {o.variable for o in rb.observations.values()}
     if not used <= set(names):
-        raise SchedulerError(f"--binding: variable(s) {', '.join(sorted(used - set(names)))} are not variables of the "
+        raise SchedulerError(f"{where}: variable(s) {', '.join(sorted(used - set(names)))} are not variables of the "
                              f"model ({', '.join(names)}); is the binding for another model?")
     actions = {model.action_of(c) for c in range(model.n_choices)}
     for key, act in (("stay", rb.stay_action), ("exit", rb.exit_action)):
         if act not in actions:
-            raise SchedulerError(f"--binding: binding.actions.{key}: the model has no action {act!r}")
+            raise SchedulerError(f"{where}: binding.actions.{key}: the model has no action {act!r}")
     vals = model.valuations.values
     loc_var = binding.get("location")
     stay, leave = binding["actions"]["stay"], binding["actions"]["exit"]
