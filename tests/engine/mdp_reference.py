@@ -98,8 +98,9 @@ def zero_end_components(model: SparseMDP) -> SparseMDP:
     return SparseMDP.from_arrays(model.row_groups, model.indptr, model.targets, model.probs, model.initial, rewards=rewards)
 
 
-FAST = dict(deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-"""Hypothesis settings of the random-MDP property tests."""
+FAST = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow])
+"""Hypothesis settings of the random-MDP property tests (derandomized by the profile in conftest.py;
+HYPOTHESIS_PROFILE=explore draws fresh examples)."""
 
 
 def objective_rewards(model: SparseMDP, objs) -> np.ndarray:

@@ -311,7 +311,7 @@ def test_switch_convex_queries(switch):
 
 # --- the two solvers of the achievability LP ----------------------------------------------------
 
-@settings(max_examples=60, deadline=None, derandomize=True)
+@settings(max_examples=60, deadline=None)
 @given(random_mdps(max_states=10), st.lists(st.integers(-4, 10), min_size=3, max_size=3),
        st.sampled_from(["max", "min"]))
 def test_interior_point_margin_equals_simplex_margin(model, thr, sense):

@@ -24,7 +24,7 @@ from mopmc.properties.objectives import Objective
 from mopmc.queries.dispatch import make_oracle
 from mopmc.queries.multi import achievability, numerical, pareto
 
-SETTINGS = dict(max_examples=80, deadline=None, derandomize=True,
+SETTINGS = dict(max_examples=80, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
 
 

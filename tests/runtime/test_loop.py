@@ -9,7 +9,6 @@ logs record: 6 s at the agent's 5 Hz = 30 steps, not the config's 1 Hz) -> ``des
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml

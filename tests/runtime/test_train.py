@@ -106,9 +106,10 @@ def test_training_on_the_fast_simulator_writes_a_model(tmp_path):
 
 def test_resume_with_a_different_config_is_refused(uninterrupted):
     out, _ = uninterrupted
-    with pytest.raises(ConfigError, match=r"\(ddpg differs\)"):
+    gamma = parse_train_config(TINY).ddpg.gamma  # the default, resolved into the saved config
+    with pytest.raises(ConfigError, match=rf"different config: ddpg.gamma \(folder {gamma}, now 0.5\); use another"):
         train(parse_train_config({**TINY, "ddpg": {**TINY["ddpg"], "gamma": 0.5}}), out, progress=False)
-    with pytest.raises(ConfigError, match=r"\(ddpg, seed differ\)"):
+    with pytest.raises(ConfigError, match=r"config: ddpg.gamma \(folder [0-9.]+, now 0.5\), seed \(folder \d+, now 4\);"):
         train(parse_train_config({**TINY, "seed": 4, "ddpg": {**TINY["ddpg"], "gamma": 0.5}}), out, progress=False)
 
 

@@ -37,6 +37,7 @@ from mopmc.errors import ConfigError
 from mopmc.runtime.agents import env_for_agent
 from mopmc.runtime.config import SIMULATORS, EnvConfig, RuntimeConfig
 from mopmc.runtime.delay import DEFAULT_DELAY_SPEC
+from mopmc.runtime.differences import differences
 from mopmc.runtime.episode import EpisodeResult, StepRecord
 
 FORMAT = "mopmc-sweep/1"
@@ -216,35 +217,6 @@ def _manifest(settings: Sequence[Setting], episodes: int) -> dict[str, Any]:
     return {"format": FORMAT, "episodes": episodes, "fingerprint": _fingerprint(described), "settings": described}
 
 
-def _short(value: Any) -> str:
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _paths(before: Any, now: Any, prefix: str) -> list[tuple[str, Any, Any]]:
-    """Dotted key paths where two JSON values differ, with both values (missing: None)."""
-    if isinstance(before, dict) and isinstance(now, dict):
-        out = []
-        for key in sorted(set(before) | set(now)):
-            out += _paths(before.get(key), now.get(key), f"{prefix}.{key}" if prefix else str(key))
-        return out
-    if isinstance(before, list) and isinstance(now, list) and len(before) == len(now):
-        out = []
-        for i, (a, b) in enumerate(zip(before, now)):
-            out += _paths(a, b, f"{prefix}[{i}]")
-        return out
-    return [] if before == now else [(prefix, before, now)]
-
-
-def _differences(before: dict[str, Any], now: dict[str, Any], limit: int = 4) -> str:
-    """``config.env.duration (folder 6.0, now 8.0), ...``: the keys of two setting descriptions that differ."""
-    found = _paths(before, now, "")
-    shown = [f"{path} (folder {_short(a)}, now {_short(b)})" for path, a, b in found[:limit]]
-    if len(found) > limit:
-        shown.append(f"{len(found) - limit} more")
-    return ", ".join(shown)
-
-
 def check_settings(settings: Sequence[Setting]) -> None:
     """What can be checked before any episode runs: switch names, scheduler files and whether each
     scheduler covers its setting's episode length (:func:`~mopmc.runtime.policy.check_episode_length`)."""
@@ -289,7 +261,7 @@ def _prepare(out: Path, settings: Sequence[Setting], episodes: int) -> None:
             if before is not None and before != described:
                 raise ConfigError(
                     f"{out}: holds a sweep with other settings: setting {described['name']!r} differs in "
-                    f"{_differences(before, described)}; use another output folder"
+                    f"{differences(before, described)}; use another output folder"
                 )
         merged = list(old["settings"]) + [d for d in manifest["settings"] if d["name"] not in old_settings]
         manifest["settings"] = merged

@@ -36,6 +36,7 @@ import numpy as np
 from mopmc.errors import ConfigError, MopmcError
 from mopmc.runtime.agents import AgentInterface
 from mopmc.runtime.config import SIMULATORS, EnvConfig, parse_config, read_config_file
+from mopmc.runtime.differences import differences
 
 _KEEP_CHECKPOINTS = 2
 
@@ -267,13 +268,10 @@ def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
     doc = config.to_dict()
     if saved.exists():
         old = _read_json(saved, dict, out)
-        differ = sorted(k for k in set(doc) | set(old) if k not in ("output", "total_steps") and old.get(k) != doc.get(k))
+        differ = differences(old, json.loads(json.dumps(doc)), ignore=("output", "total_steps"))
         if differ:
-            raise ConfigError(
-                f"{out}: holds a training run with a different config ({', '.join(differ)} "
-                f"{'differs' if len(differ) == 1 else 'differ'}); "
-                "use another --out or the same config"
-            )
+            raise ConfigError(f"{out}: holds a training run with a different config: {differ}; "
+                              "use another --out or the same config")
     _write_json(saved, doc)
     pointer = out / "checkpoint.json"
     if not pointer.is_file():
