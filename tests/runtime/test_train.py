@@ -129,6 +129,17 @@ def test_rerunning_a_finished_run_trains_nothing(uninterrupted):
     assert json.loads(cli.stdout)["already_complete"] is True and "already complete (40 steps)" in cli.stderr
 
 
+def test_a_shorter_run_over_a_finished_one_is_refused(uninterrupted):
+    """A rerun with total_steps below the folder's run trained from its last checkpoint over the
+    finished run's models and evaluations (a walkthrough found it): refused, nothing rewritten."""
+    out, result = uninterrupted
+    files = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    with pytest.raises(ConfigError, match=r"holds a run trained to 40 steps, more than total_steps 30; .*total_steps >= 40"):
+        train(parse_train_config({**TINY, "total_steps": 30}), out, progress=False)
+    assert {p: p.read_bytes() for p in files} == files
+    assert train(parse_train_config(TINY), out, progress=False).already_complete
+
+
 @pytest.mark.parametrize(
     "raw, fragment",
     [

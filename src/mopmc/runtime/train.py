@@ -272,6 +272,10 @@ def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
         if differ:
             raise ConfigError(f"{out}: holds a training run with a different config: {differ}; "
                               "use another --out or the same config")
+        done = _steps_done(out)
+        if done > config.total_steps:  # resuming would train a shorter run over the longer one's files
+            raise ConfigError(f"{out}: holds a run trained to {done} steps, more than total_steps {config.total_steps}; "
+                              f"use another --out, or total_steps >= {done} to go on with it")
     _write_json(saved, doc)
     pointer = out / "checkpoint.json"
     if not pointer.is_file():
@@ -285,6 +289,17 @@ def _prepare_output(config: TrainConfig, out: Path) -> Path | None:
     return folder
 
 
+def _steps_done(out: Path) -> int:
+    """The steps a run in ``out`` has reached: its final model's or its last checkpoint's (0: none)."""
+    done = 0
+    for name in ("final_model.json", "checkpoint.json"):
+        if (out / name).is_file():
+            steps = _read_json(out / name, dict, out).get("steps")
+            if isinstance(steps, int) and not isinstance(steps, bool):
+                done = max(done, steps)
+    return done
+
+
 def _finished(config: TrainConfig, out: Path) -> TrainResult | None:
     """The result of a run that already reached ``total_steps`` in ``out`` (its final model is
     written last, after every evaluation), or None when there is training left to do."""
@@ -293,7 +308,7 @@ def _finished(config: TrainConfig, out: Path) -> TrainResult | None:
         return None
     steps = _read_json(meta_path, dict, out).get("steps")
     if steps != config.total_steps:
-        return None  # total_steps was raised (or lowered): train on from the last checkpoint
+        return None  # total_steps was raised: train on from the last checkpoint (lowered: refused before)
     evals = out / "evals.json"
     evaluations = tuple(_read_json(evals, list, out)) if evals.is_file() else ()
     best = out / "best_model.zip"
