@@ -1,6 +1,7 @@
 """Validation of the paper's assumption, composition, both probability providers, rewards."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -60,6 +61,35 @@ def test_equivalent_and_exclusive_mixed_is_an_error():
         Edge("s", "t", "x", events=("ok",)), Edge("s", "t", "y", events=("ok",)), Edge("s", "t", "w", events=("!ok",))))
     with pytest.raises(InvalidModelError, match="mixed guards"):
         convert(Network((a,)), ProbabilityTable.from_rows([{"guard": "ok", "p": 0.5}]))
+
+
+@pytest.mark.parametrize("edges, gap", [
+    # a clock branching where one edge also needs an event: its complement swallowed the !exit_ok case
+    ((Edge("s", "t", "go", clocks=("z < 0.1",)), Edge("s", "u", "go", clocks=("z >= 0.1",), events=("exit_ok",))),
+     "z >= 0.1 & !exit_ok"),
+    # a lone edge on an event was taken with probability 1, its table row unused
+    ((Edge("s", "t", "go", events=("exit_ok",)),), "!exit_ok"),
+    ((Edge("s", "t", "go", clocks=("z < 0.1",), events=("exit_ok",)),
+      Edge("s", "u", "go", clocks=("z >= 0.1",), events=("exit_ok",))), "z < 0.1 & !exit_ok"),
+])
+def test_an_event_value_without_an_edge_is_an_error(edges, gap):
+    """Found by a walkthrough: the build gave Pr(z >= 0.1 & exit_ok) = 1 - Pr(z < 0.1) = 0.61, not
+    0.61 x 0.3, silently. The guards of a state must cover each value of their events."""
+    a = TimedAutomaton("A", ("s", "t", "u"), "s", clocks=("z",), edges=edges)
+    prov = ProbabilityModel((ProbabilityTable.from_rows([{"guard": "exit_ok", "p": 0.3}]), DelayDistribution("z")))
+    with pytest.raises(InvalidModelError, match=rf"state \(A_loc=s\): A: no edge covers {re.escape(gap)} among"):
+        convert(Network((a,)), prov)
+
+
+def test_events_with_both_values_and_clock_gaps_are_fine():
+    """Each value of the event has an edge; a clock region no edge waits for lets time pass."""
+    a = TimedAutomaton("A", ("s", "t", "u", "v"), "s", clocks=("z",), edges=(
+        Edge("s", "t", "go", clocks=("z < 0.1",)),
+        Edge("s", "u", "go", clocks=("z >= 0.2",), events=("exit_ok",)),
+        Edge("s", "v", "go", clocks=("z >= 0.2",), events=("!exit_ok",))))
+    table = ProbabilityTable.from_rows([{"guard": "z >= 0.2 & exit_ok", "p": 0.3}, {"guard": "z >= 0.2 & !exit_ok", "p": 0.2}])
+    m = validate(convert(Network((a,)), ProbabilityModel((table, DelayDistribution("z")))).model)
+    assert sorted(m.probs[m.indptr[0]:m.indptr[1]].tolist()) == pytest.approx([0.2, 0.3, 0.5])
 
 
 def test_errors_only_for_reachable_states():

@@ -48,6 +48,9 @@ class Interval:
     def empty(self) -> bool:
         return self.lo > self.hi or (self.lo == self.hi and not (self.lo_closed and self.hi_closed))
 
+    def contains(self, x: float) -> bool:
+        return (self.lo < x or (self.lo_closed and self.lo == x)) and (x < self.hi or (self.hi_closed and x == self.hi))
+
     def text(self, clock: str) -> str:
         """The interval as a constraint text, e.g. ``z >= 0.2`` or ``0.1 <= z < 0.2``."""
         lo = "" if (self.lo == 0 and self.lo_closed) else f"{_num(self.lo)} {'<=' if self.lo_closed else '<'} "
@@ -132,8 +135,65 @@ class Guard:
             return "exclusive"
         return "overlapping"
 
+    def holds(self, clocks: dict[str, float], events: dict[str, bool]) -> bool:
+        """True at the clock values and event truth values given (every clock and event it names)."""
+        return (all(iv.contains(clocks[c]) for c, iv in self.clocks)
+                and all(events[e] == positive for e, positive in self.events))
+
     def text(self) -> str:
         """The guard as text, e.g. ``z >= 0.2 & !exit_ok`` (``true`` when trivial)."""
         parts = [iv.text(c) for c, iv in self._clock_map().items()]
         parts += [("" if pos else "!") + e for e, pos in self.events]
         return " & ".join(parts) or "true"
+
+
+def _cells(bounds: set[float]) -> list[Interval]:
+    """The clock values split at ``bounds``: each bound alone and the open stretches between them."""
+    points = sorted(b for b in bounds if 0 <= b < math.inf)
+    cells, lo, lo_closed = [], 0.0, True
+    for b in points:
+        if b > lo or (b == lo and not lo_closed):
+            cells.append(Interval(lo, lo_closed, b, False))
+        cells.append(Interval(b, True, b, True))
+        lo, lo_closed = b, False
+    cells.append(Interval(lo, lo_closed, math.inf, False))
+    return [c for c in cells if not c.empty]
+
+
+def _sample(iv: Interval) -> float:
+    if iv.lo_closed:
+        return iv.lo
+    return iv.lo + 1.0 if iv.hi == math.inf else (iv.lo + iv.hi) / 2
+
+
+def uncovered_event(guards: "list[Guard] | tuple[Guard, ...]") -> Guard | None:
+    """Where some guard's clock constraints hold but, for some truth values of the events, no guard
+    does: edges taken on an environment event need an edge for each of its values (the model has
+    no move otherwise, and a probability for the event would be lost); ``None`` when there is no such
+    place. A clock region that no guard's constraints cover is not reported: there the automaton
+    lets time pass.
+
+    >>> uncovered_event([Guard.parse(["z < 0.1"]), Guard.parse(["z >= 0.1"], ["exit_ok"])]).text()
+    'z >= 0.1 & !exit_ok'
+    >>> uncovered_event([Guard.parse(events=["exit_ok"]), Guard.parse(events=["!exit_ok"])]) is None
+    True
+    """
+    import itertools
+
+    events = sorted({e for g in guards for e, _ in g.events})
+    if not events:
+        return None
+    clocks = sorted({c for g in guards for c, _ in g.clocks})
+    per_clock = [_cells({x for g in guards for name, iv in g.clocks if name == c for x in (iv.lo, iv.hi)})
+                 for c in clocks]
+    for cell in itertools.product(*per_clock):
+        at = {c: _sample(iv) for c, iv in zip(clocks, cell)}
+        waiting = [g for g in guards if all(iv.contains(at[c]) for c, iv in g.clocks)]
+        if not waiting:
+            continue  # no edge waits for this clock region: time passes
+        for values in itertools.product((True, False), repeat=len(events)):
+            truth = dict(zip(events, values))
+            if not any(g.holds(at, truth) for g in guards):
+                # named by the clock constraints of an edge that holds there (the cell may be a point of it)
+                return Guard(waiting[0].clocks, tuple(truth.items()))
+    return None

@@ -171,6 +171,7 @@ def build_local_table(network: Network, ci: int, layout: Layout, provider) -> Lo
                 has_eq |= both
     fail(has_excl & has_eq, f"{c.name}: mixed guards at location with both equivalent and exclusive enabled edges (paper Sec. 3.1 assumption)")
     branching = has_excl
+    _check_events_covered(c.name, edges, guards, enabled, fail)
 
     own = [layout.position(loc_var)] + [layout.position(v.name) for v in c.variables]
 
@@ -274,6 +275,26 @@ def _providers(provider) -> tuple:
     if provider is None:
         return ()
     return tuple(getattr(provider, "providers", (provider,)))
+
+
+def _check_events_covered(name: str, edges, guards, enabled: np.ndarray, fail) -> None:
+    """Edges taken on an environment event need an edge for each of its values where they wait:
+    otherwise the automaton has no move there, and the conversion would give the event's outcome the
+    probability of the whole branching (the complement) or probability 1 (a single edge)."""
+    from mopmc.design.guards import uncovered_event
+
+    with_events = np.array([bool(g.events) for g in guards], dtype=bool)
+    if not with_events.any():
+        return
+    cols = enabled[:, (enabled & with_events[:, None]).any(axis=0)]
+    for pattern in np.unique(cols, axis=1).T:
+        on = np.flatnonzero(pattern)
+        gap = uncovered_event([guards[i] for i in on])
+        if gap is not None:
+            at = (enabled == pattern[:, None]).all(axis=0)
+            shown = "; ".join(f"{edges[i].describe()} [{guards[i].text()}]" for i in on)
+            fail(at, f"{name}: no edge covers {gap.text()} among {shown}: the automaton has no move there; "
+                     "give an edge for each value of the event (e.g. one guarded by its negation)")
 
 
 def _branch_probabilities(provider, guards, inb, branching, env):
