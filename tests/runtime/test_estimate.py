@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -182,3 +183,33 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "not a runtime step log" in r.output
     r = CliRunner().invoke(app, ["estimate", str(bad), "--out", str(tmp_path / "p.yaml")])
     assert r.exit_code == 2 and "--reference" in r.output
+
+
+def test_a_log_given_twice_or_copied_is_refused(tmp_path: Path) -> None:
+    """A walkthrough found 'estimate t4 t4' pooled 72 episodes from 36, narrowing the intervals."""
+    recs = [StepRecord(0, i, float(i + 1), 0.1, 0.1, None, "primary", None, None, None, None, 5.0, 2.0, False, 1)
+            for i in range(3)]
+    log = tmp_path / "a.csv"
+    write_log(log, [EpisodeResult(0, tuple(recs), False)])
+    with pytest.raises(ConfigError, match=r"a.csv: this log is given twice; give each log once"):
+        load_logs([log, tmp_path / "." / "a.csv"])
+    (tmp_path / "b.csv").write_bytes(log.read_bytes())
+    with pytest.raises(ConfigError, match=r"b.csv: the same content as .*a.csv, a copy of the same episodes"):
+        load_logs([log, tmp_path / "b.csv"])
+
+
+def test_notes_on_a_switched_reference_and_a_shorter_csv(estimated, tmp_path: Path) -> None:
+    """A switched run as the reference, and a CSV whose longest episode is shorter than n, were taken
+    silently (a walkthrough): both are said on stderr; the estimate still runs."""
+    _, log, _ = estimated
+    short = tmp_path / "short.csv"
+    recs = [StepRecord(0, i, float(i + 1), 0.1, 0.1, None, "primary", None, None, None, None, 5.0, 2.0, False, 1)
+            for i in range(3)]
+    write_log(short, [EpisodeResult(0, tuple(recs), False)])
+    r = CliRunner().invoke(app, ["estimate", str(log), str(short), "--out", str(tmp_path / "p.yaml"),
+                                 "--reference", str(log)])
+    assert r.exit_code == 0, r.output
+    assert re.search(r"note: reference run .*switch.csv switches \(C1, C2, C3, C4 at \d+ of \d+ steps\)", r.stderr)
+    assert f"note: {short}: its longest episode has 3 steps, fewer than n = {N}" in r.stderr
+    r = CliRunner().invoke(app, ["estimate", str(log), "--out", str(tmp_path / "p.yaml"), "--reference", str(short)])
+    assert r.exit_code == 0 and "note:" not in r.stderr, r.output

@@ -167,3 +167,10 @@ def test_estimate_from_a_csv_log_takes_its_longest_episode(loop, tmp_path) -> No
                                  "--hw-score", "2"])
     assert r.exit_code == 0, r.output
     assert yaml.safe_load((tmp_path / "p.yaml").read_text())["n"] == 30
+
+
+def test_simulate_checks_its_log_path_before_running(tmp_path) -> None:
+    """--log in a missing folder failed only after every episode had run (a walkthrough)."""
+    r = run_mopmc("rt", "simulate", "-n", "1", "--vehicles", "4", "--agent", "idm", "--log", tmp_path / "nodir" / "x.csv")
+    assert_one_line_error(r, "--log", "nodir", "does not exist")
+    assert "episode 1/1" not in r.stderr

@@ -64,7 +64,7 @@ def rt() -> None:
 @app.command()
 def simulate(
     episodes: int = typer.Option(10, "--episodes", "-n", help="Number of episodes."),
-    delay: str = typer.Option("exp:0.2", "--delay", help="Delay spec: SECONDS, exp:MEAN[:TRUNC], uniform:A:B, empirical:FILE.csv."),
+    delay: str = typer.Option("exp:0.2", "--delay", help="Delay spec: SECONDS, exp:MEAN[:TRUNC], uniform:LO:HI, empirical:FILE.csv."),
     switch: str = typer.Option("none", "--switch", help="none, C1..C4, uniform, or a scheduler FILE.json."),
     agent: str = typer.Option("shipped", "--agent", help="shipped (the trained DDPG agent, docs/agents.md), idm (the previous IDM stand-in) or [ALGO:]PATH of a Stable-Baselines3 model."),
     vehicles: Optional[int] = typer.Option(None, "--vehicles", help="Other vehicles in the scene (default 50, highway-v0)."),
@@ -95,6 +95,10 @@ def _simulate(
 
     _seconds("--ttc-score", ttc_score)
     _seconds("--hw-score", hw_score)
+    if log is not None:
+        from mopmc.design.build import check_output
+
+        check_output(log, "--log")  # a missing folder fails before the episodes run, not after
     cfg = load_config(config) if config is not None else RuntimeConfig()
     if ttc_score or hw_score:
         cfg = dataclasses.replace(
@@ -146,8 +150,8 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
     from mopmc.design.params import episode_length as check_n
     from mopmc.errors import ConfigError
     from mopmc.runtime.config import RuntimeConfig, load_config
-    from mopmc.runtime.estimate import (Score, episode_length, estimate_parameters, load_logs, reference_hint,
-                                        reference_scores, write_parameters)
+    from mopmc.runtime.estimate import (Score, episode_length, estimate_parameters, length_notes, load_logs,
+                                        reference_hint, reference_scores, switched_note, write_parameters)
 
     _seconds("--ttc-score", [] if ttc_score is None else [ttc_score])
     _seconds("--hw-score", [] if hw_score is None else [hw_score])
@@ -157,7 +161,9 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
     if reference is None and (ttc_score is None or hw_score is None):
         raise ConfigError("give --reference RUN (a run whose P10 TTC and P50 HW become the scores) or both "
                           "--ttc-score and --hw-score" + reference_hint(logs))
-    ref = reference_scores(load_logs([reference]), str(reference)) if reference is not None else None
+    ref_logs = load_logs([reference]) if reference is not None else None
+    ref = reference_scores(ref_logs, str(reference)) if ref_logs is not None else None
+    notes = [switched_note(ref_logs, str(reference))] if ref_logs is not None and (ttc_score is None or hw_score is None) else []
     ttc = Score(ttc_score, "given", {"source": "--ttc-score"}) if ttc_score is not None else ref[0]  # type: ignore[index]
     hw = Score(hw_score, "given", {"source": "--hw-score"}) if hw_score is not None else ref[1]  # type: ignore[index]
     loaded = load_logs(logs)
@@ -167,6 +173,9 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
         recorded = episode_length(loaded)
         steps, n_from = recorded.steps, recorded.where
         check_n(steps, f"n (the episode length the logs record: {n_from}; give --n)")
+        notes += length_notes(loaded, steps)
+    for note in filter(None, notes):
+        typer.echo(f"note: {note}", err=True)
     doc = estimate_parameters(loaded, cfg.switch.configurations, n=steps, k=cfg.switch.min_consecutive_calls,
                               ttc=ttc, hw=hw, method=method, level=level, n_from=n_from)
     write_parameters(doc, out)

@@ -198,6 +198,8 @@ def load_logs(paths: Iterable[str | Path]) -> LogSet:
     sources = []
     lengths: dict[tuple[int, bool, str], EpisodeLength] = {}
     cache: dict[Path, Any] = {}
+    seen: dict[Path, Path] = {}  # each file once: its resolved path -> the argument that brought it
+    contents: dict[str, Path] = {}  # and each content once (a copied sweep would count its episodes twice)
     for raw in paths:
         path = Path(raw)
         if not path.exists():
@@ -205,7 +207,17 @@ def load_logs(paths: Iterable[str | Path]) -> LogSet:
         digest = hashlib.sha256()
         found = []
         for f in _files(path):
-            digest.update(f.read_bytes())
+            where = f.resolve()
+            if where in seen:
+                given = "given twice" if seen[where].resolve() == path.resolve() else f"also in {seen[where]}"
+                raise ConfigError(f"{f}: this log is {given}; give each log once (its episodes would count twice)")
+            seen[where] = path
+            data = f.read_bytes()
+            digest.update(data)
+            same = contents.setdefault(hashlib.sha256(data).hexdigest(), f)
+            if same != f:
+                raise ConfigError(f"{f}: the same content as {same}, a copy of the same episodes; give each log once "
+                                  "(its episodes would count twice)")
             if f.suffix == ".csv":
                 read = _read_csv(f)
                 if read:
@@ -247,6 +259,27 @@ def episode_length(logs: LogSet) -> EpisodeLength:
     if not bound:
         raise ConfigError("the logs have no episodes to tell the episode length n from; give --n")
     return max(bound, key=lambda e: e.steps)
+
+
+def length_notes(logs: LogSet, n: int) -> list[str]:
+    """Notes on CSV logs whose longest episode is shorter than ``n``: a CSV does not record its
+    episode length, and one recorded with a shorter episode does not fit the model (unless every
+    episode of it crashed early, which a note cannot tell)."""
+    return [f"{e.where.removesuffix(' (its longest episode)')}: its longest episode has {e.steps} steps, fewer than "
+            f"n = {n}; if it was recorded with shorter episodes, leave it out (episodes that crash end early)"
+            for e in logs.lengths if not e.exact and e.steps < n]
+
+
+def switched_note(reference: LogSet, name: str) -> str | None:
+    """A note when the reference run switched to fallback controllers: the scores are meant to be
+    the agent's own at that delay (a no-switch run, such as a sweep's ``none@d...`` setting)."""
+    steps = [r for e in reference.episodes for r in e.records]
+    switched = [r for r in steps if r.configuration is not None]
+    if not switched:
+        return None
+    confs = ", ".join(sorted({str(r.configuration) for r in switched}))
+    return (f"reference run {name} switches ({confs} at {len(switched)} of {len(steps)} steps); the scores are "
+            "meant to come from the agent alone (a no-switch run such as a sweep's none@d... setting)")
 
 
 def reference_hint(paths: Iterable[str | Path], limit: int = 6) -> str:

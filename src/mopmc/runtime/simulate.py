@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import math
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -165,12 +166,16 @@ LOG_FIELDS = StepRecord._fields
 
 def write_log(path: str | Path, episodes: Sequence[EpisodeResult]) -> None:
     """Write every step record as CSV (infinite TTC/headway written as ``inf``)."""
-    try:
-        with Path(path).open("w", newline="") as handle:
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:  # atomically: a temporary file, then rename (an interrupted write leaves no half log)
+        with tmp.open("w", newline="") as handle:
             writer = csv.writer(handle)
             writer.writerow(LOG_FIELDS)
             for ep in episodes:
                 for rec in ep.records:
                     writer.writerow(["" if v is None else v for v in rec])
+        os.replace(tmp, path)
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         raise ConfigError(f"{path}: cannot write the step log ({exc.strerror})") from None
