@@ -193,6 +193,18 @@ def _auto(s):
     (lambda s: _auto(s)["edges"][2].update(updates={"k": "q + 1"}), ["bad.yaml: automata[0].edges[2].updates.k: unknown variable 'q'"]),
     (lambda s: s["rewards"]["late_steps"][0].update(when="S_loc = lat"),
      ["bad.yaml: rewards.late_steps[0].when: 'lat' is not a location of S_loc"]),
+    # errors of the automata themselves: they named the automaton, not the file and key
+    (lambda s: _auto(s)["edges"][2].update(resets=["y"]), ["bad.yaml: automata[0]: automaton S: edge", "unknown clock 'y'"]),
+    (lambda s: _auto(s).update(variables=[{"name": "k", "low": 0, "high": 2, "init": 5}]),
+     ["bad.yaml: automata[0].variables[0]: variable 'k': init 5 is outside [0, 2]"]),
+    (lambda s: _auto(s).update(initial="nowhere"), ["bad.yaml: automata[0]: automaton S: initial location 'nowhere'"]),
+    (lambda s: _auto(s)["edges"][0].update(**{"from": "wat"}), ["bad.yaml: automata[0]: automaton S: edge", "unknown location 'wat'"]),
+    (lambda s: s["automata"][1]["edges"][0].update(updates={"k": "1"}), ["bad.yaml: automata[1]: automaton E: edge",
+                                                                       "writes 'k', which is not its own variable"]),
+    (lambda s: s["automata"].append(dict(s["automata"][1])), ["bad.yaml: ", "duplicate component names"]),
+    # a switch spec with automata of its own built SW2 and ignored them
+    (lambda s: s.update(switch={"parameters": "table3"}), ["bad.yaml: a switch spec is built from its parameters alone; "
+                                                          "it takes no actions, automata, probabilities, rewards"]),
 ])
 def test_malformed_specs_are_named_errors(tmp_path, mutate, fragments):
     path = tmp_path / "bad.yaml"

@@ -68,10 +68,10 @@ def build_design(spec: str | Path, out: str | Path | None = None, *, params: str
                  n: int | None = None, binding_path: str | Path | None = None) -> BuildResult:
     """Load ``spec``, convert it, write ``out`` (``.prism``/``.nm`` text or ``.umb``) and the binding JSON."""
     out = Path(out) if out is not None else None
+    if out is not None:
+        check_output(out, "--out")  # (a folder first: its empty suffix is no format to complain of)
     if out is not None and out.suffix.lower() not in FORMATS:
         raise ConfigError(f"{out}: unknown model format {out.suffix!r}; use .prism or .umb")
-    if out is not None:
-        check_output(out, "--out")
     if binding_path is not None:
         check_output(binding_path, "--binding")
     design = load_design(spec, params)

@@ -100,6 +100,8 @@ _DELAY = {"distribution", "scale", "truncate"}
 
 
 def _keys(data: Any, allowed: set[str], where: str) -> Mapping:
+    if data is None:
+        raise ConfigError(f"{where}: empty; expected a mapping with keys {', '.join(sorted(allowed))}")
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {type(data).__name__}")
     unknown = sorted(set(data) - allowed)
@@ -231,8 +233,11 @@ def parse_parameters(data: Any, source: str = "<memory>") -> SwitchParameters:
         confs.append(Configuration(name, t, ctrl, _prob(_need(c, "exit", where), f"{where}.exit"), probs, enter, c.get("paper_label")))
     if not confs:
         raise ConfigError(f"{source}: no configurations")
-    if len({c.name for c in confs}) != len(confs):
-        raise ConfigError(f"{source}: configuration names must be unique")
+    names = [c.name for c in confs]
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise ConfigError(f"{source}: configuration names must be unique; {', '.join(map(repr, twice))} "
+                          f"{'is' if len(twice) == 1 else 'are'} given more than once")
     costs = dict(_keys(top.get("costs") or {"primary": 1.0, "secondary": 2.0}, {"primary", "secondary"}, f"{source}: costs"))
     costs = {who: _number(costs.get(who, default), f"{source}: costs.{who}") for who, default in (("primary", 1.0), ("secondary", 2.0))}
     for who, v in costs.items():

@@ -11,6 +11,7 @@ mapping rejects unknown keys by name.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -33,6 +34,15 @@ class Design:
     provider: ProbabilityModel
     parameters: SwitchParameters | None = None
     binding: dict | None = None
+
+
+@contextlib.contextmanager
+def _at(where: str):
+    """Errors of the design objects (which know names, not the file) prefixed with where in the spec."""
+    try:
+        yield
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 def _keys(data: Any, allowed: set[str], where: str, required: tuple[str, ...] = ()) -> Mapping:
@@ -97,7 +107,9 @@ def _variable(v: Any, where: str) -> Variable:
     low, high = _integer(v.get("low", 0), f"{where}.low"), _integer(v.get("high", 1), f"{where}.high")
     if low > high:
         raise ConfigError(f"{where}: variable {name!r} has low {low} > high {high}")
-    return Variable(name, low, high, _integer(v.get("init", low), f"{where}.init"), kind)
+    init = _integer(v.get("init", low), f"{where}.init")
+    with _at(where):
+        return Variable(name, low, high, init, kind)
 
 
 def _edge(e: Any, where: str, actions: set[str] | None) -> Edge:
@@ -148,7 +160,9 @@ def _automaton(a: Any, where: str, actions: set[str] | None) -> TimedAutomaton:
     locvar = a.get("location_variable")
     if locvar is not None:
         locvar = _name(locvar, f"{where}.location_variable")
-    return TimedAutomaton(name, locs, str(a.get("initial", locs[0] if locs else "")), clocks, variables, edges, invariants, locvar)
+    with _at(where):
+        return TimedAutomaton(name, locs, str(a.get("initial", locs[0] if locs else "")), clocks, variables, edges,
+                              invariants, locvar)
 
 
 def probabilities(data: Any, where: str) -> ProbabilityModel:
@@ -191,6 +205,10 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
     """A :class:`Design` from parsed YAML (see the module docstring)."""
     top = _keys(data, {"name", "automata", "actions", "rewards", "probabilities", "switch"}, source)
     if "switch" in top:
+        other = sorted(set(top) - {"switch", "name"})
+        if other:
+            raise ConfigError(f"{source}: a switch spec is built from its parameters alone; it takes no "
+                              f"{', '.join(other)} (write a network spec without 'switch' instead)")
         sw = _keys(top["switch"] or {}, {"parameters"}, f"{source}: switch")
         if params is not None:
             return switch_design(load_parameters(params))
@@ -221,7 +239,8 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
     if not isinstance(name, (str, int, float)) or isinstance(name, bool):
         raise ConfigError(f"{source}: name: expected a text, got {type(name).__name__}")
     _check_names(automata, rewards, source)
-    network = Network(automata, rewards, str(name))
+    with _at(source):
+        network = Network(automata, rewards, str(name))
     prob_data, prob_where = top.get("probabilities"), f"{source}: probabilities"
     if params is not None:
         doc = _read_yaml(Path(params))

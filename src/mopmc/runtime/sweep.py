@@ -184,7 +184,8 @@ def read_episode(path: Path, setting: Setting | None = None, episode: int | None
         doc = json.loads(path.read_text())
         result = episode_from_doc(doc)
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: not a readable sweep episode file ({' '.join(str(exc).split())}); {fix}") from None
+        why = f"missing key {exc}" if isinstance(exc, KeyError) else " ".join(str(exc).split())
+        raise ConfigError(f"{path}: not a readable sweep episode file ({why}); {fix}") from None
     if doc.get("format") != FORMAT or doc.get("fields") != list(StepRecord._fields):
         raise ConfigError(f"{path}: not a {FORMAT} episode file with the fields of this mopmc; {fix}")
     if setting is not None:
