@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -151,6 +152,8 @@ def test_cli_json_plot_and_workers(tmp_path):
     args = ["design", "sensitivity", "--n", "3", "--levels", "0.1", "--json"]
     r1 = run_mopmc(*args, "--out", one)
     assert r1.code == 0, r1.stderr
+    # stderr is no terminal here: progress as lines, the last one at the end
+    assert re.search(r"^sensitivity: (\d+)/\1 runs$", r1.stderr, re.M), r1.stderr
     r2 = run_mopmc(*args, "--out", two, "--workers", "2", "--no-plot")
     assert r2.code == 0, r2.stderr
     d1, d2 = r1.json(), r2.json()

@@ -62,7 +62,7 @@ def test_empirical(tmp_path):
     "spec, fragment",
     [("", "empty"), ("fast", "unknown delay spec"), ("-0.1", ">= 0"), ("nan", "finite"),
      ("exp:", "not a number"), ("exp:0", "> 0"), ("exp:0.2:0", "truncation"), ("exp:1:2:3", "exp:MEAN"),
-     ("uniform:0.3:0.1", "A must be <= B"), ("uniform:0.1", "uniform:A:B"), ("gamma:1", "unknown delay kind"),
+     ("uniform:0.3:0.1", "LO must be <= HI"), ("uniform:0.1", "uniform:LO:HI"), ("gamma:1", "unknown delay kind"),
      ("empirical:/no/such.csv", "does not exist")],
 )
 def test_bad_specs_name_the_problem(spec, fragment):

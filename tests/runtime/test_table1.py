@@ -42,6 +42,7 @@ def test_table1_matches_simulate_and_resumes(tmp_path):
     again = run_table1(tmp_path, SPEC, workers=0, plot=False)
     assert again.rows == result.rows
     assert lost.is_file()
+    assert not (tmp_path / "table1.png").exists()  # the earlier run's plot is not left beside the new tables
 
 
 @pytest.mark.parametrize(

@@ -133,10 +133,14 @@ def sensitivity(
             bar = Progress(TextColumn("sensitivity"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                            console=Console(stderr=True), transient=True)
         task = bar.add_task("runs", total=None) if bar else None
+        last = [time.monotonic()]
 
         def progress(done: int, total: int) -> None:
             if bar:
                 bar.update(task, completed=done, total=total)
+            elif done == total or time.monotonic() - last[0] >= 5.0:  # a log, not a terminal: a line now and then
+                last[0] = time.monotonic()
+                print(f"sensitivity: {done}/{total} runs", file=sys.stderr, flush=True)
 
         if bar:
             bar.start()

@@ -5,7 +5,7 @@ Grammar (all times in seconds)::
     0.15                 fixed delay of 0.15 s
     exp:MEAN             exponential with mean MEAN (scale = MEAN)
     exp:MEAN:TRUNC       exponential with mean MEAN, truncated to [0, TRUNC] (inverse CDF, not clipped)
-    uniform:A:B          uniform on [A, B]
+    uniform:LO:HI        uniform on [LO, HI]
     empirical:FILE.csv   resample (with replacement) the delays listed in FILE.csv
 
 The default spec is ``exp:0.2`` (the paper's exponential with scale 0.2 s). Every distribution draws
@@ -31,7 +31,7 @@ from mopmc.errors import ConfigError
 
 DEFAULT_DELAY_SPEC = "exp:0.2"
 
-_GRAMMAR = "a number (seconds), exp:MEAN[:TRUNC], uniform:A:B or empirical:FILE.csv"
+_GRAMMAR = "a number (seconds), exp:MEAN[:TRUNC], uniform:LO:HI or empirical:FILE.csv"
 
 
 class DelayDistribution(Protocol):
@@ -215,9 +215,9 @@ def parse_delay_spec(spec: str) -> DelayDistribution:
         return ExponentialDelay(mean, trunc, text)
     if kind == "uniform":
         if len(args) != 2:
-            raise ConfigError(f"delay spec {spec!r}: expected uniform:A:B")
-        low, high = _number(args[0], spec, "A"), _number(args[1], spec, "B")
+            raise ConfigError(f"delay spec {spec!r}: expected uniform:LO:HI")
+        low, high = _number(args[0], spec, "LO"), _number(args[1], spec, "HI")
         if low > high:
-            raise ConfigError(f"delay spec {spec!r}: A must be <= B")
+            raise ConfigError(f"delay spec {spec!r}: LO must be <= HI")
         return UniformDelay(low, high, text)
     raise ConfigError(f"unknown delay kind {kind!r} in {spec!r}; expected {_GRAMMAR}")

@@ -233,4 +233,6 @@ def run_table1(out: str | Path, spec: Table1Spec, *, workers: int | None = None,
     write_atomic(files[2], json.dumps(rows_to_json(rows, spec), indent=2, allow_nan=False) + "\n")
     if plot:
         files.append(plot_table1(rows, out / "table1.png"))
+    else:  # a plot of an earlier run would sit beside these tables as if it showed them
+        (out / "table1.png").unlink(missing_ok=True)
     return Table1Result(tuple(rows), markdown, tuple(files))

@@ -291,4 +291,6 @@ def run_table4(out: str | Path, spec: Table4Spec, *, workers: int | None = None,
     write_atomic(files[2], json.dumps(doc, indent=2, sort_keys=True, allow_nan=False) + "\n")
     if plot:
         files.append(plot_table4(rows, out / "table4.png"))
+    else:  # a plot of an earlier run would sit beside these tables as if it showed them
+        (out / "table4.png").unlink(missing_ok=True)
     return Table4Result(tuple(rows), markdown, tuple(files))
