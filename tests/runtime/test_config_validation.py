@@ -101,6 +101,10 @@ def test_cli_experiments_reject_negative_vehicles(tmp_path, experiment) -> None:
     ("switch:\n  configurations:\n  - {name: C1, t: 0.1, controller: '1'}\n  - {name: C1, t: 0.2, controller: '2'}\n",
      "switch.configurations[1].name: configuration 'C1' is named twice"),
     ("switch:\n  configurations:\n  - {name: [1], t: 0.1, controller: '1'}\n", "switch.configurations[0].name"),
+    # --switch none / uniform mean no switch / each configuration: a configuration so named could never be chosen
+    ("switch:\n  configurations:\n  - {name: none, t: 0.1, controller: '1'}\n",
+     "switch.configurations[0].name: 'none' is taken (--switch none means no switch)"),
+    ("switch:\n  configurations:\n  - {name: uniform, t: 0.1, controller: '1'}\n", "'uniform' is taken"),
     ("env: {duration: 0.5, policy_frequency: 1}\n", "no decision step"),
 ])
 def test_cli_simulate_rejects_yaml_config_defects(tmp_path, text, fragment) -> None:

@@ -157,6 +157,9 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
     _seconds("--hw-score", [] if hw_score is None else [hw_score])
     if n is not None:  # named as the option, before the logs are read (the written file's check would name --out)
         check_n(n, "--n")
+    from mopmc.design.build import check_output
+
+    check_output(out, "--out")  # as design build: a missing folder is an error, not created
     cfg = load_config(config) if config is not None else RuntimeConfig()
     if reference is None and (ttc_score is None or hw_score is None):
         raise ConfigError("give --reference RUN (a run whose P10 TTC and P50 HW become the scores) or both "

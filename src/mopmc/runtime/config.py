@@ -136,6 +136,9 @@ def _switch(raw: Any, src: str) -> SwitchConfig:
                 raise ConfigError(f"{src}: {w}.name: expected a non-empty string, got {c['name']!r}")
             if isinstance(c["controller"], bool) or not isinstance(c["controller"], (str, int)):
                 raise ConfigError(f"{src}: {w}.controller: expected a controller name, got {c['controller']!r}")
+            if c["name"] in ("none", "uniform"):
+                raise ConfigError(f"{src}: {w}.name: {c['name']!r} is taken (--switch {c['name']} means "
+                                  f"{'no switch' if c['name'] == 'none' else 'each configuration alike'}); rename it")
             if c["name"] in [o.name for o in out]:
                 raise ConfigError(f"{src}: {w}.name: configuration {c['name']!r} is named twice")
             out.append(Configuration(str(c["name"]), float(_positive(c["t"], f"{w}.t", src, zero=True)), str(c["controller"])))
