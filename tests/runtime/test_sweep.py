@@ -182,3 +182,23 @@ def test_resume_refuses_foreign_or_corrupt_episode_files_before_running(tmp_path
     (tmp_path / "sweep.json").write_text(json.dumps({"format": "other", "settings": []}))
     with pytest.raises(ConfigError, match="corrupt or foreign manifest"):
         run_sweep(tmp_path, [first, second], 2, workers=0)
+
+
+def _marked(folder: str, i: int) -> int:
+    """A job that leaves a mark when it starts (run in a spawned worker)."""
+    Path(folder, f"{i}.started").write_text("")
+    time.sleep(0.2 if i == 0 else 2.0)
+    return i
+
+
+def test_a_stopped_local_run_cancels_its_queued_jobs(tmp_path):
+    """Ctrl-C on a sweep with workers waited for every queued episode to run (20 s and more) before
+    the process ended: stopping the run now cancels the queue and ends the workers."""
+    from mopmc.runtime.sweep import run_local
+
+    run = run_local(_marked, [(str(tmp_path), i) for i in range(12)], 2)
+    assert next(run) == 0
+    run.close()  # what an exception in the consumer (KeyboardInterrupt) does to the generator
+    time.sleep(2.5)
+    started = len(list(tmp_path.glob("*.started")))
+    assert started < 12, started  # with the old with-block all 12 ran before close() returned

@@ -299,13 +299,29 @@ def run_local(fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], workers: 
     from concurrent.futures.process import BrokenProcessPool
 
     # spawn, not fork: the parent may hold threads (the progress bar) and loaded simulators
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"))
     try:
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-            futures = [pool.submit(fn, *job) for job in jobs]
-            for future in as_completed(futures):
-                yield future.result()
+        futures = [pool.submit(fn, *job) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
     except BrokenProcessPool:
+        _stop(pool)
         raise ConfigError(_broken_pool_message(workers)) from None
+    except BaseException:  # Ctrl-C, or the consumer stopped: the episodes in flight are lost anyway
+        _stop(pool)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _stop(pool: Any) -> None:
+    """Shut ``pool`` down now: queued jobs cancelled, running ones killed (a with-block would wait for
+    every queued episode to run: 20 s and more after Ctrl-C; finished ones are already written)."""
+    processes = list((getattr(pool, "_processes", None) or {}).values())
+    pool.shutdown(wait=False, cancel_futures=True)
+    for p in processes:
+        p.terminate()
+    for p in processes:
+        p.join(timeout=5)
 
 
 def _main_script() -> Path | None:
