@@ -330,8 +330,11 @@ def _few_paying(rng, model):
        dag=st.booleans())
 def test_weighted_rewards_over_the_paying_rows_equal_the_full_product_bit_for_bit(seed, n, m, k, dag):
     """Where few choices pay, ``rewards @ w`` is taken over the paying rows alone and the forward
-    visits skip the rest (``kernel.SPARSE_PAY``): the same values, policies and bounds to the last
-    bit as the product over every row, one direction at a time and in batches, cyclic or not."""
+    visits skip the rest (``kernel.SPARSE_PAY``): the same values and bounds as the product over
+    every row, one direction at a time and in batches, cyclic or not. Not to the last bit: BLAS
+    rounds a row's product differently by where the row falls in its blocks (found with fresh
+    examples: seed=3, n=5, m=3, k=4, dag=True gave 0.27464010545595374 and ...385), and at an exact
+    tie the policies may then differ, with values equal to rounding."""
     import mopmc.engine.kernel as kernel
 
     rng = np.random.default_rng(seed)
@@ -357,6 +360,7 @@ def test_weighted_rewards_over_the_paying_rows_equal_the_full_product_bit_for_bi
     sparse, dense = answers
     assert (sparse is None) == (dense is None)
     for a, b in zip(sparse or [], dense or []):
-        assert a.point.tobytes() == b.point.tobytes() and a.weighted == b.weighted
-        assert a.error_bound == b.error_bound
-        np.testing.assert_array_equal(a.policy, b.policy)
+        scale = max(1.0, float(np.max(np.abs(b.point))))
+        np.testing.assert_allclose(a.point, b.point, rtol=0, atol=1e-12 * scale)
+        assert abs(a.weighted - b.weighted) <= 1e-12 * max(1.0, abs(b.weighted))
+        assert abs(a.error_bound - b.error_bound) <= 1e-12 * scale
