@@ -131,6 +131,12 @@ def test_table3_exports_for_the_runtime_with_the_binding_beside_the_model(tmp_pa
     (tmp_path / "other.json").write_text(json.dumps(other))
     r = run_mopmc("table3", model, "--no-storm", "--export-scheduler", sched, "--binding", tmp_path / "other.json")
     assert_one_line_error(r, "--binding", "clock")
+    # found beside the model but not fitting it: an evaluation file, with a note saying why
+    (tmp_path / "sw.umb.binding.json").write_text(json.dumps(other))
+    r = run_mopmc("table3", model, "--no-storm", "--json", "--export-scheduler", sched)
+    assert r.code == 0, r.stderr
+    out = r.json()["scheduler"]
+    assert out["runtime"] is False and "not a runtime file" in out["note"] and "clock" in out["note"], out
     r = run_mopmc("table3", "--binding", tmp_path / "b.json")
     assert_one_line_error(r, "--binding", "paper-switch")
 

@@ -222,8 +222,12 @@ def _runtime_filter(model: SparseMDP, binding: Mapping | None, where: str = "--b
         raise SchedulerError(f"{where}: variable(s) {', '.join(sorted(used - set(names)))} are not variables of the "
                              f"model ({', '.join(names)}); is the binding for another model?")
     actions = {model.action_of(c) for c in range(model.n_choices)}
+    # a switch whose episodes end before the secondary may be left (n <= k: the timestep never
+    # exceeds k) has no exit choice, and the runtime never asks for one (it asks when cc >= k)
+    ts = model.valuations.values[:, names.index(rb.timestep)]
+    no_exit = rb.min_consecutive_calls is not None and len(ts) and int(ts.max()) <= rb.min_consecutive_calls
     for key, act in (("stay", rb.stay_action), ("exit", rb.exit_action)):
-        if act not in actions:
+        if act not in actions and not (key == "exit" and no_exit):
             raise SchedulerError(f"{where}: binding.actions.{key}: the model has no action {act!r}")
     vals = model.valuations.values
     loc_var = binding.get("location")
