@@ -53,6 +53,14 @@ class InfiniteValueError(MopmcError):
     """An optimum is infinite in the preferred direction."""
 
 
+class MixedSignError(InfiniteValueError):
+    """An end component collects rewards of both signs for one objective: the kernel, which decides
+    infinity by the sign of an end component's rewards, cannot tell whether the total is infinite,
+    finite (cycles netting 0) or undefined; the exact LP engine can (``--engine lp``). A subclass of
+    :class:`InfiniteValueError` (the kernel used to report such a component as infinite), so that
+    code skipping infinite objectives skips these too."""
+
+
 class SchedulerError(MopmcError):
     """A scheduler file or object is malformed or does not fit the model."""
 

@@ -104,3 +104,52 @@ def test_check_command_rejects_a_bad_precision(tmp_path):
     model.write_text(TWO_WAYS)
     res = CliRunner().invoke(app, [str(model), "--prop", 'Pmax=? [F "B"]', "--precision", "0"])
     assert res.exit_code == 2 and "--precision" in res.output and "Traceback" not in res.output
+
+
+ZERO_CYCLE = """mdp
+module m
+  s : [0..2] init 0;
+  [a] s=0 -> (s'=1);
+  [b] s=1 -> (s'=0);
+  [c] s=0 -> (s'=2);
+  [] s=2 -> true;
+endmodule
+label "done" = s=2;
+rewards "r"
+  [a] true : 1;
+  [b] true : -1;
+endrewards
+rewards "r2"
+  [a] true : 1;
+  [b] true : -2;
+endrewards
+rewards "spin"
+  [b] true : -1;
+  [c] true : 1;
+endrewards
+"""
+
+
+def test_rewards_of_both_signs_in_an_end_component(tmp_path):
+    """A cross-check with Storm found the kernel called an end component with any gain infinite:
+    the a-b cycle gains 1 then loses 1 (or 2), so every path to 'done' totals 0 and no scheduler
+    gains without bound. The kernel now says it cannot decide such a component (one line, exit 2,
+    naming --engine lp); the exact LP answers by hand: 0 for each (Storm: 0 for R[F]; it refuses
+    negative R[C]). A component losing only, under min, is -inf in both engines (it was +inf)."""
+    from mopmc.queries.single import check
+
+    from support import run_mopmc
+
+    path = tmp_path / "zc.nm"
+    path.write_text(ZERO_CYCLE)
+    props = ['R{"r"}min=? [F "done"]', 'R{"r2"}max=? [C]', 'R{"r"}max=? [C]', 'R{"r"}min=? [C]']
+    lm = load(path, properties="; ".join(props + ['R{"spin"}min=? [F "done"]', 'R{"spin"}min=? [C]']))
+    *mixed, spin_f, spin_c = lm.properties()
+    for p in mixed:
+        assert check(lm.model, p, engine="lp").value == 0.0, p.text
+    r = run_mopmc("check", path, "--prop", props[0])
+    assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "rewards of both signs" in r.stderr and "--engine lp" in r.stderr
+    for engine in ("kernel", "lp"):  # spin: b loses 1 in the a-b cycle, a gains nothing: -inf under min
+        assert check(lm.model, spin_f, engine=engine).value == -np.inf, engine
+        assert check(lm.model, spin_c, engine=engine).value == -np.inf, engine

@@ -64,7 +64,7 @@ from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
 from mopmc.engine.scc import Plan, Sccs, nearly_sequential, plan, processing_order
 from mopmc.engine.scheduler import Scheduler
-from mopmc.errors import InfiniteValueError
+from mopmc.errors import InfiniteValueError, MixedSignError
 from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective
 
@@ -181,10 +181,14 @@ class Engine:
             g = graph.Csr(q.row_groups, q.indptr, q.targets)
             good, proper = graph.almost_sure_max(g, np.zeros(q.n_states, bool), q.exits)
         if not good[q.initial]:
-            err = InfiniteValueError(
-                f"{model.source}: every scheduler collects infinite reward against the preferred direction "
-                f"of some objective ({self._names()}): no scheduler keeps all objectives finite"
-            )
+            if self.m == 1:
+                o = self.objectives[0]
+                what = (f"{o.text} is infinite ({'-inf' if o.sense == 'max' else 'inf'}): every scheduler collects "
+                        f"{'negative' if o.sense == 'max' else 'positive'} reward forever in an end component")
+            else:
+                what = (f"every scheduler collects infinite reward against the preferred direction of some "
+                        f"objective ({self._names()}): no scheduler keeps all objectives finite")
+            err = InfiniteValueError(f"{model.source}: {what}")
             err.against = True  # infinite in the non-preferred direction (e.g. +inf for a min objective)
             raise err
         if good.all():  # (as restrict would: no copies)
@@ -239,14 +243,34 @@ class Engine:
         """Refuse infinite objectives, find the zero-reward MECs (``sccs``: ``p1``'s SCCs)."""
         cand = ec.cyclic_candidates(p1, sccs.label, len(sccs.height))
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
-        positive = (p1.rewards[every.inside] > 0).any(axis=0) if every.inside.any() else np.zeros(self.m, bool)
+        positive = np.zeros(self.m, bool)
+        if every.inside.any():
+            rows = np.flatnonzero(every.inside)
+            comp = every.component[p1.state_of_choice()[rows]]
+            R = p1.rewards[rows]  # (the preferred space: gains are > 0)
+            gains, losses = np.zeros((every.count, self.m), bool), np.zeros((every.count, self.m), bool)
+            np.logical_or.at(gains, comp, R > 0)
+            np.logical_or.at(losses, comp, R < 0)
+            mixed = (gains & losses).any(axis=0)
+            if mixed.any():
+                names = ", ".join(self.objectives[i].text for i in np.flatnonzero(mixed))
+                raise MixedSignError(
+                    f"{self.model.source}: {names}: an end component collects rewards of both signs; whether "
+                    "staying in it gains without bound, nets 0 or has no total depends on its cycles, which "
+                    "this engine does not weigh: use --engine lp (the exact LP), or give the rewards one sign "
+                    "in each end component"
+                )
+            positive = gains.any(axis=0)
         if positive.any():
             bad = [self.objectives[i] for i in np.flatnonzero(positive)]
             what = "; ".join(
-                f"{o.text} is infinite ({'positive' if o.sense == 'max' else 'negative'} reward in a reachable end component under {o.sense})"
+                f"{o.text} is infinite ({'inf' if o.sense == 'max' else '-inf'}: {'positive' if o.sense == 'max' else 'negative'} "
+                f"reward in a reachable end component under {o.sense})"
                 for o in bad
             )
-            raise InfiniteValueError(f"{self.model.source}: {what}")
+            exc = InfiniteValueError(f"{self.model.source}: {what}")
+            exc.preferred = True  # infinite in the preferred direction (+inf under max, -inf under min)
+            raise exc
         from mopmc.engine import numba_kernels as nk
 
         zero = ~nk.nonzero_rows(p1.rewards)

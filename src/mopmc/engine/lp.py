@@ -248,7 +248,13 @@ def _collects_in_reachable_ec(model: SparseMDP, gain: np.ndarray) -> bool:
     from scipy.sparse.csgraph import breadth_first_order
 
     ec = maximal_end_components(model)
+    # components that also lose are left to the LP (their cycles may net 0 or less), as in _gains_forever
+    inside = np.flatnonzero(ec.choices)
+    comp = ec.component[model.state_of_choice()[inside]]
+    losing = np.zeros(ec.count, bool)
+    losing[comp[gain[inside] < 0]] = True
     paying = ec.choices & (gain > 0)
+    paying[inside[losing[comp]]] = False
     if not paying.any():
         return False
     src = model.state_of_choice()[model.choice_of_transition()]

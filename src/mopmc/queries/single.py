@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 
 from mopmc.engine.scheduler import Scheduler
-from mopmc.errors import InfiniteValueError, PropertyError
+from mopmc.errors import InfiniteValueError, MixedSignError, PropertyError, UnsupportedModelError
 from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective, Property
 
@@ -91,7 +91,9 @@ def check(
 
             value, sched, bound = float(lp_value(model, o)), None, 0.0
             if math.isinf(value):
-                raise InfiniteValueError(f"{model.source}: {o.text} is infinite")
+                exc = InfiniteValueError(f"{model.source}: {o.text} is {value}")
+                exc.value = value  # the LP's own sign
+                raise exc
         elif engine == "kernel":
             value, sched, bound = _kernel_value(model, o, {"precision": precision, "method": method})
         elif engine == "torch":  # the kernel on a torch device (``device``: cuda or cpu)
@@ -100,9 +102,15 @@ def check(
             value, sched, bound = _kernel_value(model, o, {"precision": precision, "device": device}, TorchEngine)
         else:
             raise PropertyError(f"unknown engine {engine!r}; use kernel, lp or torch")
+    except MixedSignError as exc:  # not an infinity: the engine cannot decide it
+        raise UnsupportedModelError(exc.one_line()) from None
     except InfiniteValueError as exc:
         inf = math.inf if o.sense == "max" else -math.inf
-        if o.kind == "reach_reward" or getattr(exc, "against", False):
+        if getattr(exc, "value", None) is not None:
+            inf = exc.value
+        elif getattr(exc, "preferred", False):
+            pass  # an end component gaining in the preferred direction: R{"r"}min=? [F goal] can be -inf
+        elif o.kind == "reach_reward" or getattr(exc, "against", False):
             inf = -inf if o.kind != "reach_reward" else math.inf
         message = exc.one_line()
         if o.directionless:  # a Markov chain: no scheduler, no direction to speak of
