@@ -267,3 +267,55 @@ def _file(tmp_path, props: list[str]) -> str:
     path = tmp_path / "p.props"
     path.write_text(";\n".join(props) + "\n")
     return str(path)
+
+
+CHOICE = """mdp
+module m
+  s : [0..5] init 0;
+  [a] s=0 -> 0.3:(s'=1) + 0.7:(s'=2);
+  [b] s=0 -> (s'=3);
+  [a] s=1 -> 0.5:(s'=1) + 0.5:(s'=4);
+  [b] s=1 -> (s'=1);
+  [a] s=2 -> 1:(s'=2);
+  [b] s=2 -> 0.5:(s'=5) + 0.5:(s'=0);
+  [a] s=3 -> (s'=3);
+  [] s>=4 -> true;
+endmodule
+label "goal" = s=4;
+rewards "r"
+  [a] s=0 : 1;
+  [b] s=2 : 2;
+endrewards
+"""
+
+
+def test_a_bound_on_its_own_holds_for_every_scheduler_as_in_storm(tmp_path):
+    """P>=0.4 [F goal] alone holds when every scheduler meets it (Pmin >= 0.4), as in PRISM and
+    Storm; it was checked against the maximum (some scheduler), a different verdict (a cross-check
+    found it). Inside multi(...) a bound stays existential. Oracle: Storm on the PRISM text."""
+    stormpy = pytest.importorskip("stormpy")
+    model = tmp_path / "choice.nm"
+    model.write_text(CHOICE)
+    props = ['P>=0.4 [F "goal"]', 'P<=0.4 [F "goal"]', 'P>0 [F "goal"]', 'P<0.5 [F "goal"]',
+             'R{"r"}>=1 [F "goal"|s=3]', 'R{"r"}<=1 [F "goal"|s=3]', 'Pmax>=0.4 [F "goal"]', 'Pmin<=0.4 [F "goal"]']
+    res = run_mopmc("check", model, *[a for p in props for a in ("--prop", p)], "--json")
+    assert res.code == 0, res.stderr
+    program = stormpy.parse_prism_program(str(model))
+    formulas = stormpy.parse_properties("; ".join(props), program)
+    built = stormpy.build_model(program, formulas)
+    init = built.initial_states[0]
+    storm = [bool(stormpy.model_checking(built, f, only_initial_states=True)[init]) for f in formulas]
+    ours = [r["satisfied"] for r in res.json()]
+    assert ours == storm, (ours, storm)
+    assert ours[:3] == [False, False, False] and ours[6:] == [True, True]  # the cases that tell them apart
+    res = run_mopmc("check", model, "--prop", 'multi(P>=0.4 [F "goal"])', "--json")
+    assert res.json()[0]["achievable"] is True  # some scheduler reaches 0.46
+
+
+@pytest.mark.parametrize("prop", ['Pmax=? [F G "goal"]', 'Pmax=? [F (P>0.5 [F "goal"])]', 'Pmax=? ["goal" U (G "goal")]'])
+def test_nested_and_ltl_formulas_are_refused_by_name(tmp_path, prop):
+    """They were refused as an 'unknown label or expression', without the file (a cross-check)."""
+    model = tmp_path / "choice.nm"
+    model.write_text(CHOICE)
+    r = run_mopmc("check", model, "--prop", prop)
+    assert_one_line_error(r, "choice.nm: property 1", "is not a state formula", "not supported")

@@ -18,10 +18,14 @@ def test_total_reward_forms():
     assert (o.kind, o.sense, o.reward_model, o.is_query) == ("total_reward", "min", "ctrl_cost", True)
     (o,) = parse('R{"ttc_cost"}max=? [C]')[0].objectives
     assert o.sense == "max"
+    # a bound alone is asked of every scheduler (PRISM, Storm): <= checks the maximum, >= the minimum
     (o,) = parse('R{"ttc_cost"}<=0.5 [C]')[0].objectives
-    assert (o.sense, o.comparison, o.threshold) == ("min", "<=", 0.5)
+    assert (o.sense, o.comparison, o.threshold) == ("max", "<=", 0.5)
     (o,) = parse('R{"ttc_cost"}>=0.5 [C]')[0].objectives
-    assert (o.sense, o.comparison, o.threshold) == ("max", ">=", 0.5)
+    assert (o.sense, o.comparison, o.threshold) == ("min", ">=", 0.5)
+    # inside multi(...) of some scheduler: <= is to be minimised, >= maximised
+    (p,) = parse('multi(R{"ttc_cost"}<=0.5 [C], R{"ctrl_cost"}>=0.5 [C])')
+    assert [(o.sense, o.comparison) for o in p.objectives] == [("min", "<="), ("max", ">=")]
     (o,) = parse('R{"ttc_cost"}max>=0.5 [C]')[0].objectives
     assert (o.sense, o.comparison) == ("max", ">=")
     (o,) = parse('R{"ttc_cost"}min<=0.5 [C]')[0].objectives
@@ -45,7 +49,7 @@ def test_probability_forms():
     np.testing.assert_array_equal(fev.objectives[0].hold_mask(model), np.ones(model.n_states, bool))
     np.testing.assert_array_equal(until.objectives[0].hold_mask(model), ~hazard)
     g = glob.objectives[0]
-    assert g.negated and g.threshold == 0.5 and g.sense == "max"
+    assert g.negated and g.threshold == 0.5 and g.sense == "min"  # P>=0.5 alone: every scheduler, the minimum
     np.testing.assert_array_equal(g.target_mask(model), hazard)
     r = reach.objectives[0]
     assert (r.kind, r.reward_model) == ("reach_reward", "steps")

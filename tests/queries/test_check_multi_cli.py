@@ -54,7 +54,9 @@ def test_near_boundary_warning():
     assert res.code == 0
     (row,) = res.json()
     assert row["near_boundary"] is True and abs(row["margin"]) <= row["precision"]
-    assert len(res.stderr_lines) == 1 and "near the boundary" in res.stderr
+    # the margin is proved >= 0 (its bounds are equal): a certain verdict, noted as near the boundary
+    assert 0 <= row["margin"] <= row["margin_upper"]
+    assert len(res.stderr_lines) == 1 and "the verdict (true) is certain" in res.stderr
     # with a finer precision the verdict is decided and nothing is printed
     res = run_mopmc("check", path, "--prop", 'multi(P>=0.0003 [ F l=4 & ip=1 ] , P>=0.993141[ G (error=0) ])',
                     "--json", "--precision", "1e-7")
@@ -146,3 +148,41 @@ def test_exact_margin_refines_what_the_default_brackets():
                   bounds=[(0, None)] * n + [(None, None)], method="highs")
     assert res.status == 0
     assert exact["margin"] - 1e-6 <= -res.fun <= exact["margin_upper"] + 1e-6
+
+
+MO1 = """mdp
+module m
+  s : [0..4] init 0;
+  [fast] s=0 -> 0.9:(s'=1) + 0.1:(s'=2);
+  [slow] s=0 -> 0.99:(s'=1) + 0.01:(s'=2);
+  [] s>0 -> true;
+endmodule
+label "goal" = s=1;
+rewards "time"
+  [fast] true : 1;
+  [slow] true : 3;
+endrewards
+"""
+
+
+def test_a_certified_miss_within_the_precision_is_not_achievable(tmp_path):
+    """The thresholds missed by less than the precision, and the margin's upper bound proves it: the
+    verdict was 'true' with a witness at (0.945, 2.0000957) missing both thresholds (a cross-check
+    with Storm found it; Storm says False). The exact optimum of P[F goal] with time <= 2 is 0.945:
+    at that threshold the verdict is true, certain, and said to be near the boundary in a note."""
+    stormpy = pytest.importorskip("stormpy")
+    model = tmp_path / "mo1.nm"
+    model.write_text(MO1)
+    prop = 'multi(P>=0.9451 [F "goal"], R{"time"}<=2 [C])'
+    res = run_mopmc("check", model, "--prop", prop, "--json")
+    assert res.code == 0, res.stderr
+    (row,) = res.json()
+    assert row["achievable"] is False and row["margin"] <= row["margin_upper"] < 0 and row.get("witness") is None
+    assert row["near_boundary"] is True and "is certain" in res.stderr and "lower --precision" not in res.stderr
+    program = stormpy.parse_prism_program(str(model))
+    formulas = stormpy.parse_properties(prop, program)
+    built = stormpy.build_model(program, formulas)
+    assert not stormpy.model_checking(built, formulas[0], only_initial_states=True)[built.initial_states[0]]
+    res = run_mopmc("check", model, "--prop", 'multi(P>=0.945 [F "goal"], R{"time"}<=2 [C])', "--json")
+    (row,) = res.json()
+    assert res.code == 0 and row["achievable"] is True and row["margin"] >= 0 and "is certain" in res.stderr

@@ -132,11 +132,19 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
     out = {"property": p.text, "name": p.name, **res.to_json(),
            "timings": {"check": time.perf_counter() - start}}
     if res.near_boundary:
-        sys.stderr.write(
-            f"warning: {p.text}: margin {res.margin:.3g} is within the precision {res.precision:g} of the "
-            f"thresholds: the verdict ({'true' if res.achievable else 'false'}) is near the boundary "
-            "(Storm's sound and exact modes may disagree); lower --precision to decide it\n"
-        )
+        verdict = "true" if res.achievable else "false"
+        if res.margin < 0 <= res.margin_upper:  # not decided: true within the precision
+            sys.stderr.write(
+                f"warning: {p.text}: margin {res.margin:.3g} is within the precision {res.precision:g} of the "
+                f"thresholds: the verdict ({verdict}) is near the boundary (Storm's sound and exact modes may "
+                "disagree); lower --precision to decide it\n"
+            )
+        else:  # decided: the margin's bounds have one sign
+            sys.stderr.write(
+                f"note: {p.text}: the verdict ({verdict}) is certain (margin between {res.margin:.3g} and "
+                f"{res.margin_upper:.3g}) but within the precision {res.precision:g} of the thresholds: Storm's "
+                "approximate modes may disagree\n"
+            )
     return out, res
 
 

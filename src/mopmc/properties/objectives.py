@@ -25,8 +25,10 @@ class Objective:
     reach target (for ``G phi`` it is ``!(phi)``), ``left_text`` the formula that must hold until
     then (``None`` = true). :meth:`target_mask` and :meth:`hold_mask` evaluate them on a model.
 
-    ``sense`` is the preferred direction: ``min=?``/``max=?`` when written, else ``<=`` means min and
-    ``>=`` means max (as Storm). ``threshold`` and ``comparison`` are set for bounded objectives.
+    ``sense`` is the preferred direction: ``min=?``/``max=?`` when written, else, inside
+    ``multi(...)``, ``<=`` means min and ``>=`` means max (some scheduler meets the bound), and in a
+    property of its own the worst case: ``>=`` means min, ``<=`` max (every scheduler meets it; as
+    PRISM and Storm). ``threshold`` and ``comparison`` are set for bounded objectives.
     ``directionless``: written without a direction or bound (``P=?``, ``R=?``), accepted on Markov
     chains only, where min and max agree (``sense`` is then ``max``).
     ``left`` and ``right`` are Storm's state formulas (kept for masks); ``left_text`` and

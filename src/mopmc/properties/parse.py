@@ -52,7 +52,7 @@ def parse_properties(formulas, reward_models, labels, where: str = "<properties>
             objs = tuple(_objective(j, s, reward_models, labels, where, i, directionless_ok) for j, s in enumerate(subs))
             out.append(Property(i, _multi_text(text, [str(s) for s in subs], objs), name, objs, True))
         else:
-            obj = _objective(0, f, reward_models, labels, where, i, directionless_ok)
+            obj = _objective(0, f, reward_models, labels, where, i, directionless_ok, universal=True)
             out.append(Property(i, obj.text, name, (obj,), False))
     return out
 
@@ -70,12 +70,12 @@ def _multi_text(text: str, raw: list[str], objs) -> str:
     return "".join(out) + text[pos:]
 
 
-def _objective(j, f, reward_models, labels, where, i, directionless_ok=False) -> Objective:
+def _objective(j, f, reward_models, labels, where, i, directionless_ok=False, universal=False) -> Objective:
     raw = str(f)
     at = f"{where}: property {i + 1} ({raw})"
     if not (f.is_reward_operator_formula or f.is_probability_operator_formula):
         raise PropertyError(f"{at}: unsupported objective; use P[...] or R[...] with C, F or U")
-    bounds = _bounds(f, at, directionless_ok)
+    bounds = _bounds(f, at, directionless_ok, universal)
     text = display_formula(raw, bounds[3])
     if text != raw:
         at = f"{where}: property {i + 1} ({text})"
@@ -84,8 +84,12 @@ def _objective(j, f, reward_models, labels, where, i, directionless_ok=False) ->
     return _probability(j, f, text, labels, at, bounds)
 
 
-def _bounds(f, at, directionless_ok=False):
-    """``(sense, comparison, threshold as float, threshold as Fraction, directionless)``."""
+def _bounds(f, at, directionless_ok=False, universal=False):
+    """``(sense, comparison, threshold as float, threshold as Fraction, directionless)``.
+
+    A bound without ``min``/``max`` is asked of every scheduler in a property of its own
+    (``universal``: ``P>=0.4 [F goal]`` holds when the minimum is >= 0.4, as in PRISM and Storm),
+    and of some scheduler inside ``multi(...)`` (``>=`` is then to be maximised)."""
     sense = comparison = threshold = exact = None
     directionless = False
     if f.has_optimality_type:
@@ -106,7 +110,7 @@ def _bounds(f, at, directionless_ok=False):
                 raise PropertyError(f"{at}: threshold does not evaluate to a number ({exc})") from None
         threshold = float(exact)
         if sense is None:
-            sense = "min" if comparison.startswith("<") else "max"
+            sense = "min" if comparison.startswith("<") != universal else "max"
     if sense is None:
         if not directionless_ok:
             raise PropertyError(f"{at}: give a direction (min=?, max=?) or a bound (<=, >=); "
@@ -167,8 +171,18 @@ def _probability(j, f, text, labels, at, bounds) -> Objective:
     raise PropertyError(f"{at}: unsupported path formula {str(path)!r}; supported: F, U, G")
 
 
+_NOT_STATE = {"EventuallyFormula", "GloballyFormula", "UntilFormula", "BoundedUntilFormula", "NextFormula",
+              "ProbabilityOperatorFormula", "RewardOperatorFormula", "LongRunAverageOperatorFormula",
+              "TimeOperatorFormula", "BinaryPathFormula", "UnaryPathFormula"}
+
+
 def _check_labels(formula, labels, at) -> None:
     from mopmc.properties.states import label_names
+
+    kind = type(formula).__name__
+    if kind in _NOT_STATE or "[" in str(formula):  # (a P or R operator inside; labels and expressions have no [)
+        raise PropertyError(f"{at}: {formula} is not a state formula: nested P/R operators and LTL path formulas "
+                            "(F G, G F, ...) are not supported; targets are labels and expressions")
 
     for name in label_names(formula):
         if name not in labels:

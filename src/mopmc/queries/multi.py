@@ -159,7 +159,10 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
     it += m if not fin.all() else 1
     margin = inner[0] if inner is not None else -np.inf
     upper = outer[0] if outer is not None else -np.inf
-    achievable = bool(margin >= -precision) if inner is not None else bool(upper >= -precision)
+    # within the precision of the thresholds the verdict is "achievable" (Storm's approximate
+    # semantics), unless the outer bound proves the thresholds missed: a certified negative
+    # margin_upper is "not achievable" however small (a witness would miss the thresholds)
+    achievable = bool(upper >= 0 and (inner is None or margin >= -precision))
     witness = certificate = None
     if inner is not None and achievable:
         lam = inner[1]
