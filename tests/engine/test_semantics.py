@@ -153,3 +153,17 @@ def test_rewards_of_both_signs_in_an_end_component(tmp_path):
     for engine in ("kernel", "lp"):  # spin: b loses 1 in the a-b cycle, a gains nothing: -inf under min
         assert check(lm.model, spin_f, engine=engine).value == -np.inf, engine
         assert check(lm.model, spin_c, engine=engine).value == -np.inf, engine
+
+
+def test_a_chain_that_never_leaves_rewards_of_both_signs_has_no_total(tmp_path):
+    """A DTMC cycling forever through +1 and -2: its total diverges (to -inf, with the cycle's mean)
+    or, with other numbers, oscillates. The LP engine reported +inf ('positive reward forever'),
+    turning its own 'undefined' into an infinity; both engines now refuse it in one line."""
+    from support import run_mopmc
+
+    path = tmp_path / "mixed.pm"
+    path.write_text('dtmc\nmodule m\n  s : [0..1] init 0;\n  [a] s=0 -> (s\'=1);\n  [b] s=1 -> (s\'=0);\nendmodule\n'
+                    'rewards "r"\n  [a] true : 1;\n  [b] true : -2;\nendrewards\n')
+    for engine in ("kernel", "lp"):
+        r = run_mopmc("check", path, "--prop", 'R{"r"}=? [C]', "--engine", engine)
+        assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1 and "both signs" in r.stderr, (engine, r.stderr)

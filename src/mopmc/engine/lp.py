@@ -30,7 +30,7 @@ from scipy.sparse.linalg import spsolve
 from mopmc.engine.lp_interior import interior_margin
 from mopmc.engine.lp_product import OccupationLP, occupation_polytope
 from mopmc.engine.mec import maximal_end_components
-from mopmc.errors import DependencyError, InfiniteValueError, PropertyError
+from mopmc.errors import DependencyError, InfiniteValueError, MixedSignError, PropertyError
 from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.properties.objectives import Objective
 
@@ -238,8 +238,9 @@ def lp_value(model: SparseMDP, objective: Objective) -> float:
             return math.inf
         if np.all(r <= 0):
             return -math.inf
-        raise InfiniteValueError(f"{model.source}: {objective.text}: every scheduler collects rewards of both "
-                                 "signs forever; the total reward is undefined")
+        raise MixedSignError(f"{model.source}: {objective.text}: every scheduler stays forever where it collects "
+                             "rewards of both signs; the total has no value here (it diverges or oscillates with "
+                             "the cycles' mean, which this engine does not weigh)")
     return float(lp.values(polish(lp, x))[0])
 
 
