@@ -319,3 +319,16 @@ def test_nested_and_ltl_formulas_are_refused_by_name(tmp_path, prop):
     model.write_text(CHOICE)
     r = run_mopmc("check", model, "--prop", prop)
     assert_one_line_error(r, "choice.nm: property 1", "is not a state formula", "not supported")
+
+
+def test_a_property_constant_without_a_value_is_refused(tmp_path):
+    """'const int K;' in a property file was taken as 0, silently (as stormpy does): Pmin=? [F s=K]
+    answered for s=0 (a cross-check found it). A value given in the file is used."""
+    model = tmp_path / "choice.nm"
+    model.write_text(CHOICE)
+    props = tmp_path / "k.props"
+    props.write_text('const int K;\nPmin=? [F s=K]\n')
+    assert_one_line_error(run_mopmc("check", model, "--props", props), "property constant(s) K without a value")
+    props.write_text('const int K = 3;\nPmax=? [F s=K]\n')
+    r = run_mopmc("check", model, "--props", props, "--json")
+    assert r.code == 0 and r.json()[0]["value"] == 1.0 and r.json()[0]["property"] == "Pmax=? [F (s = 3)]", r.stdout

@@ -189,6 +189,10 @@ def parse_formulas(text: str, program, where: str, labels: Iterable[str] | None 
 
     ``program`` is ``None`` for a model without one (a UMB file): the properties then cannot name
     variables; ``labels`` (that model's labels) are listed in the message when they try to."""
+    undefined = _UNDEFINED_CONSTANT.findall(text)
+    if undefined:  # Storm takes them as 0 without a word
+        raise PropertyError(f"{where}: property constant(s) {', '.join(undefined)} without a value; write "
+                            f"'const int {undefined[0]} = VALUE;' in the properties")
     sp = stormpy()
     try:
         with storm_output():
@@ -196,6 +200,9 @@ def parse_formulas(text: str, program, where: str, labels: Iterable[str] | None 
     except Exception as exc:
         raise PropertyError(f"{where}: {_property_message(_storm_message(exc), text, program, labels)}") from None
 
+
+#: ``const int K;`` in property text: a constant declared without a value
+_UNDEFINED_CONSTANT = re.compile(r"^\s*const\s+(?:(?:int|double|bool)\s+)?([A-Za-z_]\w*)\s*;", re.M)
 
 #: the words of Storm's property language (operators, path operators, functions): not model names
 _PROPERTY_WORDS = frozenset(
