@@ -186,3 +186,20 @@ def test_a_certified_miss_within_the_precision_is_not_achievable(tmp_path):
     res = run_mopmc("check", model, "--prop", 'multi(P>=0.945 [F "goal"], R{"time"}<=2 [C])', "--json")
     (row,) = res.json()
     assert res.code == 0 and row["achievable"] is True and row["margin"] >= 0 and "is certain" in res.stderr
+
+
+def test_a_numerical_query_with_a_threshold_at_its_best_value_is_noted(tmp_path):
+    """P>=0.99 where 0.99 is the best probability: the answer (time 3) is exact, but only the
+    schedulers at that best value meet it, and Storm answered such a query 'infeasible' (a
+    cross-check found it). A note says so; a threshold with room (0.95) gets none, although it is
+    tight at the answer."""
+    model = tmp_path / "mo1.nm"
+    model.write_text(MO1)
+    res = run_mopmc("check", model, "--prop", 'multi(R{"time"}min=? [C], P>=0.99 [F "goal"])', "--json")
+    (row,) = res.json()
+    assert res.code == 0 and row["value"] == pytest.approx(3.0) and row["near_boundary"] is True
+    assert "within the precision" in res.stderr and len(res.stderr_lines) == 1
+    res = run_mopmc("check", model, "--prop", 'multi(R{"time"}min=? [C], P>=0.95 [F "goal"])', "--json")
+    (row,) = res.json()
+    assert res.code == 0 and row["near_boundary"] is False and res.stderr_lines == []
+    assert row["value"] == pytest.approx(1 + 2 * (0.95 - 0.9) / 0.09)  # the mix of fast and slow meeting 0.95

@@ -131,7 +131,12 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
                       device=device, exact_margin=exact_margin)
     out = {"property": p.text, "name": p.name, **res.to_json(),
            "timings": {"check": time.perf_counter() - start}}
-    if res.near_boundary:
+    if res.near_boundary and res.kind == "numerical":
+        sys.stderr.write(
+            f"note: {p.text}: a threshold is within the precision {res.precision:g} of its objective's best "
+            "value, so the schedulers meeting it are few: Storm's approximate modes may call the query infeasible\n"
+        )
+    elif res.near_boundary:
         verdict = "true" if res.achievable else "false"
         if res.margin < 0 <= res.margin_upper:  # not decided: true within the precision
             sys.stderr.write(

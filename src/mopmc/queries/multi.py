@@ -64,6 +64,8 @@ class MultiResult:
                        near_boundary=self.near_boundary)
         if self.kind == "numerical":
             out.update(value=self.value, lower=self.lower, upper=self.upper)
+            if self.value is not None:
+                out["near_boundary"] = self.near_boundary
         if self.kind == "pareto":
             out.update(points=self.points, halfspaces=self.halfspaces)
             if self.mixtures:
@@ -206,8 +208,15 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
     keep = np.flatnonzero(lam > 1e-12)
     witness = Witness([space.to_x(approx.V[i]).tolist() for i in keep], [float(lam[i]) for i in keep],
                       [approx.schedulers[i] for i in keep])
+    # a threshold within the precision of its objective's best value (the unit directions queried
+    # first found it): the feasible set is that thin, and Storm's approximate modes may call the
+    # query infeasible. (A constraint tight at the answer is the rule, not a sign of this.)
+    fin = np.isfinite(space.lower)
+    best = np.max(np.asarray(approx.V), axis=0)  # (maximisation space)
+    near = bool(fin.any() and np.min(best[fin] - space.lower[fin]) <= precision)
     return MultiResult("numerical", tuple(objectives), precision, it + m, value=float(s * lo_y), lower=float(lo),
-                       upper=float(hi), witness=witness, status="optimal" if hi - lo <= precision else "iteration_limit")
+                       upper=float(hi), witness=witness, near_boundary=near,
+                       status="optimal" if hi - lo <= precision else "iteration_limit")
 
 
 def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 500,
