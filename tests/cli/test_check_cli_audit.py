@@ -323,12 +323,16 @@ def test_nested_and_ltl_formulas_are_refused_by_name(tmp_path, prop):
 
 def test_a_property_constant_without_a_value_is_refused(tmp_path):
     """'const int K;' in a property file was taken as 0, silently (as stormpy does): Pmin=? [F s=K]
-    answered for s=0 (a cross-check found it). A value given in the file is used."""
+    answered for s=0 (a cross-check found it). --const K=V or a value in the file defines it."""
     model = tmp_path / "choice.nm"
     model.write_text(CHOICE)
     props = tmp_path / "k.props"
     props.write_text('const int K;\nPmin=? [F s=K]\n')
-    assert_one_line_error(run_mopmc("check", model, "--props", props), "property constant(s) K without a value")
+    assert_one_line_error(run_mopmc("check", model, "--props", props), "property constant(s) K without a value",
+                          "--const K=VALUE")
+    # --const defines it (it was refused: 'no constant K in the model')
+    r = run_mopmc("check", model, "--props", props, "--const", "K=3", "--json")
+    assert r.code == 0 and r.json()[0]["property"] == "Pmin=? [F (s = 3)]", (r.stdout, r.stderr)
     props.write_text('const int K = 3;\nPmax=? [F s=K]\n')
     r = run_mopmc("check", model, "--props", props, "--json")
     assert r.code == 0 and r.json()[0]["value"] == 1.0 and r.json()[0]["property"] == "Pmax=? [F (s = 3)]", r.stdout

@@ -274,7 +274,7 @@ def check(
     model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb)."),
     prop: Optional[List[str]] = typer.Option(None, "--prop", help="Property text, e.g. 'Pmax=? [F \"goal\"]'; may be repeated (checked in order)."),
     props_file: Optional[str] = typer.Option(None, "--props", help="A file of properties (PRISM syntax)."),
-    const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...]; may be repeated."),
+    const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...] of the model or of the properties; may be repeated."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list, one object per property (on an error: one object with \"error\")."),
     export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the scheduler as JSON (docs/formats.md; mopmc evaluate reads it back; a Pareto query: one per front point)."),
     precision: Optional[float] = typer.Option(None, "--precision", help="Precision: relative for single objectives (default 1e-6); absolute per objective for multi(...) (default 1e-4)."),

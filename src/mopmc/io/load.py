@@ -145,6 +145,8 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
         return LoadedModel(model, None, formulas, time.perf_counter() - start, "dtmc" if model.is_dtmc else "mdp")
     text = storm.read_model_text(path)  # once: Storm's parse and the constants scan it for divisions by zero
     program = storm.parse_program(path, text)
+    if properties:  # --const also defines constants the properties declare without a value
+        properties, constants = storm.define_property_constants(properties, constants)
     program = storm.define_constants(program, path, constants, text)
     formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
     storm.check_labels(program, formulas, str(path))

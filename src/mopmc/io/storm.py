@@ -144,6 +144,22 @@ def parse_program_text(text: str, path: Path):
         os.unlink(name)
 
 
+def define_property_constants(text: str, constants: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    r"""``text`` with the ``--const`` values of the constants it declares without one
+    (``const int K;`` -> ``const int K = 3;``), and the constants left for the model.
+
+    >>> define_property_constants("const int K;\nPmax=? [F s=K]", {"K": "3", "N": "2"})
+    ('const int K = 3;\nPmax=? [F s=K]', {'N': '2'})
+    """
+    mine = {m.group(1) for m in _UNDEFINED_CONSTANT.finditer(text)} & set(constants)
+
+    def value(m: re.Match) -> str:
+        name = m.group(1)
+        return m.group(0) if name not in mine else m.group(0)[:-1].rstrip() + f" = {constants[name]};"
+
+    return _UNDEFINED_CONSTANT.sub(value, text), {k: v for k, v in constants.items() if k not in mine}
+
+
 def constant_names(program) -> list[str]:
     """Names of the program's undefined constants."""
     return [c.name for c in program.constants if not c.defined]
@@ -191,8 +207,8 @@ def parse_formulas(text: str, program, where: str, labels: Iterable[str] | None 
     variables; ``labels`` (that model's labels) are listed in the message when they try to."""
     undefined = _UNDEFINED_CONSTANT.findall(text)
     if undefined:  # Storm takes them as 0 without a word
-        raise PropertyError(f"{where}: property constant(s) {', '.join(undefined)} without a value; write "
-                            f"'const int {undefined[0]} = VALUE;' in the properties")
+        raise PropertyError(f"{where}: property constant(s) {', '.join(undefined)} without a value; give "
+                            f"--const {undefined[0]}=VALUE or write 'const int {undefined[0]} = VALUE;' in the properties")
     sp = stormpy()
     try:
         with storm_output():
