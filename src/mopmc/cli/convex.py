@@ -69,7 +69,7 @@ def progress_reporter():
 def export(path: str, model, result, *, binding=None, kind: str = "randomised") -> dict:
     """Write the scheduler behind ``result.point``; returns what was written (kind, note)."""
     from mopmc.engine.mixing import randomise
-    from mopmc.io.scheduler_file import write_scheduler
+    from mopmc.io.scheduler_file import write_export
     from mopmc.queries.convex import mixture_of
 
     if result.point is None:
@@ -82,10 +82,7 @@ def export(path: str, model, result, *, binding=None, kind: str = "randomised") 
             sched = rnd.policy
         else:
             note = f"exported the mixture: {rnd.reason}"
-    # a runtime file lists the switch's decision points (the runtime may meet states the estimated
-    # model does not reach); any other file the states the scheduler reaches, as mopmc check's do
-    write_scheduler(path, model, result.objectives, result.point, sched, binding=binding, runtime=binding is not None,
-                    reachable=binding is None)
+    write_export(path, model, result.objectives, result.point, sched, binding)
     return {"path": path, "kind": "mixture" if sched is mix else "randomised", "note": note,
             "runtime": binding is not None}
 

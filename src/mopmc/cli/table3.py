@@ -10,9 +10,8 @@ Storm on its induced chain. MODEL defaults to the built-in paper-switch, built i
 
 from __future__ import annotations
 
-from typing import Optional
-
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import typer
@@ -90,7 +89,7 @@ def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: floa
     from mopmc.engine.evaluate import evaluate, induced_chain
     from mopmc.engine.mixing import randomise
     from mopmc.engine.oracle import kernel_oracle
-    from mopmc.io.scheduler_file import write_scheduler
+    from mopmc.io.scheduler_file import write_export
     from mopmc.queries.convex import convex_query, mixture_of
     from mopmc.queries.dispatch import multi_query
     from mopmc.queries.switch_strategies import configurations, switch_strategy
@@ -148,8 +147,7 @@ def table3(spec: str | None, export_path: str | None, storm: bool, eps_rel: floa
     info = {"kind": "randomised" if rnd.policy is not None else "mixture", "note": rnd.reason,
             "components": len(mix.policies), "evaluated": re_ours.tolist(), "storm": re_storm, "path": None}
     if export_path:
-        write_scheduler(export_path, model, objs, soft.point, sched, binding=binding, runtime=binding is not None,
-                        reachable=binding is None)
+        write_export(export_path, model, objs, soft.point, sched, binding)
         info["path"] = export_path
         info["runtime"] = binding is not None
         if binding_note:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from mopmc.design.automaton import Edge, Network, RewardItem, TimedAutomaton, Variable
-from mopmc.design.expressions import Expr, parse, resolve
+from mopmc.design.expressions import parse, resolve
 from mopmc.design.params import (SwitchParameters, _delay_law, _integer, _mapping, _name, _number, load_parameters, load_yaml,
                                  parse_parameters, read_text)
 from mopmc.design.probability import DelayDistribution, ProbabilityModel, ProbabilityTable
@@ -119,16 +119,11 @@ def _edge(e: Any, where: str, actions: set[str] | None) -> Edge:
         action = _name(action, f"{where}.action")
     if action is not None and actions is not None and action not in actions and action != "tau":
         raise ConfigError(f"{where}: unknown action {action!r} (declared actions: {', '.join(sorted(actions))})")
-    when = _parsed(_expression(e.get("when", True), f"{where}.when"), f"{where}.when")
-    updates = {str(k): _parsed(_expression(v, f"{where}.updates.{k}"), f"{where}.updates.{k}")
+    when = parse(_expression(e.get("when", True), f"{where}.when"), f"{where}.when")
+    updates = {str(k): parse(_expression(v, f"{where}.updates.{k}"), f"{where}.updates.{k}")
                for k, v in _mapping(e.get("updates"), f"{where}.updates").items()}
     return Edge(str(e["from"]), str(e["to"]), action, when, _strings(e.get("clocks"), f"{where}.clocks"),
                 _strings(e.get("events"), f"{where}.events"), _names(e.get("resets"), f"{where}.resets"), updates)
-
-
-def _parsed(x: Any, where: str) -> Expr:
-    """An expression text (or number, Boolean) parsed; a syntax error is named where it is written."""
-    return parse(x, where)
 
 
 def _check_names(automata: tuple[TimedAutomaton, ...], rewards: Mapping[str, tuple[RewardItem, ...]], source: str) -> None:
@@ -233,7 +228,7 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
             it = _keys(it, {"action", "value", "when"}, where, ("value",))
             action = None if it.get("action") is None else _name(it["action"], f"{where}.action")
             out.append(RewardItem(action, _number(it["value"], f"{where}.value"),
-                                  _parsed(_expression(it.get("when", True), f"{where}.when"), f"{where}.when")))
+                                  parse(_expression(it.get("when", True), f"{where}.when"), f"{where}.when")))
         rewards[_name(name, f"{source}: rewards: reward model")] = tuple(out)
     name = top.get("name", Path(source).stem)
     if not isinstance(name, (str, int, float)) or isinstance(name, bool):

@@ -160,14 +160,17 @@ def _gains_forever(lp: OccupationLP, c: np.ndarray) -> bool:
     Cycling through all of its choices then gains infinitely; HiGHS can take minutes to prove such
     an LP unbounded. Components with gains of both signs are left to HiGHS.
     """
-    ec = lp.end_components
+    return bool(_gaining_only(lp.end_components, lp.product.state_of_choice(), c).any())
+
+
+def _gaining_only(ec, owner: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Per end component of ``ec`` (``owner``: the state of each choice): whether its own choices
+    gain ``c >= 0`` with some ``c > 0`` (components that also lose are left to the LP)."""
     inside = np.flatnonzero(ec.choices)
-    if len(inside) == 0:
-        return False
-    comp = ec.component[lp.product.state_of_choice()[inside]]
+    comp = ec.component[owner[inside]]
     positive = np.bincount(comp, weights=(c[inside] > 0), minlength=ec.count) > 0
     negative = np.bincount(comp, weights=(c[inside] < 0), minlength=ec.count) > 0
-    return bool(np.any(positive & ~negative))
+    return positive & ~negative
 
 
 def lp_optimise(
@@ -245,23 +248,21 @@ def lp_value(model: SparseMDP, objective: Objective) -> float:
 
 
 def _collects_in_reachable_ec(model: SparseMDP, gain: np.ndarray) -> bool:
-    """True when a choice of an end component reachable from the initial state has ``gain > 0``."""
+    """True when an end component reachable from the initial state has a choice with ``gain > 0``
+    and none with ``gain < 0``."""
     from scipy.sparse.csgraph import breadth_first_order
 
     ec = maximal_end_components(model)
-    # components that also lose are left to the LP (their cycles may net 0 or less), as in _gains_forever
-    inside = np.flatnonzero(ec.choices)
-    comp = ec.component[model.state_of_choice()[inside]]
-    losing = np.zeros(ec.count, bool)
-    losing[comp[gain[inside] < 0]] = True
+    owner = model.state_of_choice()
+    gaining = _gaining_only(ec, owner, gain)  # (one that also loses may net 0 or less: left to the LP)
     paying = ec.choices & (gain > 0)
-    paying[inside[losing[comp]]] = False
+    paying[paying] = gaining[ec.component[owner[paying]]]
     if not paying.any():
         return False
-    src = model.state_of_choice()[model.choice_of_transition()]
+    src = owner[model.choice_of_transition()]
     graph = csr_matrix((np.ones(len(src)), (src, model.targets)), shape=(model.n_states,) * 2)
     reach = breadth_first_order(graph, model.initial, directed=True, return_predecessors=False)
-    return bool(np.isin(model.state_of_choice()[paying], reach).any())
+    return bool(np.isin(owner[paying], reach).any())
 
 
 def _can_avoid_forever(model: SparseMDP, target: np.ndarray) -> bool:

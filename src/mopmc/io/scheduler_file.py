@@ -154,6 +154,15 @@ def write_scheduler(path: str | Path, model: SparseMDP, objectives: Sequence, po
     return write_document(path, scheduler_document(model, objectives, point, scheduler, **kwargs))
 
 
+def write_export(path: str | Path, model: SparseMDP, objectives: Sequence, point: Sequence[float], scheduler,
+                 binding: Mapping | None = None) -> Path:
+    """A query's exported scheduler (``mopmc convex``, ``mopmc table3``): with a runtime ``binding``
+    the switch's decision points (the runtime may meet states the estimated model does not reach),
+    otherwise the states the scheduler reaches (as ``mopmc check``'s files)."""
+    return write_scheduler(path, model, objectives, point, scheduler, binding=binding, runtime=binding is not None,
+                           reachable=binding is None)
+
+
 def _same_memory(policies: Sequence[Policy]) -> None:
     first = policies[0].decided
     if any(p.decided.shape != first.shape or not np.array_equal(p.decided, first) for p in policies[1:]):
@@ -225,7 +234,7 @@ def _runtime_filter(model: SparseMDP, binding: Mapping | None, where: str = "--b
     # a switch whose episodes end before the secondary may be left (n <= k: the timestep never
     # exceeds k) has no exit choice, and the runtime never asks for one (it asks when cc >= k)
     ts = model.valuations.values[:, names.index(rb.timestep)]
-    no_exit = rb.min_consecutive_calls is not None and len(ts) and int(ts.max()) <= rb.min_consecutive_calls
+    no_exit = rb.min_consecutive_calls is not None and ts.size > 0 and int(ts.max()) <= rb.min_consecutive_calls
     for key, act in (("stay", rb.stay_action), ("exit", rb.exit_action)):
         if act not in actions and not (key == "exit" and no_exit):
             raise SchedulerError(f"{where}: binding.actions.{key}: the model has no action {act!r}")

@@ -133,6 +133,15 @@ def _certificate(approx: Approximation, space: Space) -> dict | None:
     return {"direction": (w * space.sign).tolist(), "bound": float(mu @ b), "required": float(w[fin] @ q[fin])}
 
 
+def _unmet(approx: Approximation, space: Space, it: int, max_iter: int) -> tuple[str, dict | None]:
+    """The status of a query whose thresholds no point found meets, and its certificate:
+    ``infeasible`` where the halfspaces prove it, else ``iteration_limit`` or ``stalled`` (the
+    outer polytope still meets them, within the oracle's error)."""
+    certificate = _certificate(approx, space)
+    status = "infeasible" if certificate is not None else "iteration_limit" if it >= max_iter else "stalled"
+    return status, certificate
+
+
 def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
                   tight: bool = False) -> MultiResult:
     """Is there a scheduler meeting every threshold? ``margin`` and ``margin_upper`` bound the
@@ -197,8 +206,7 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
     if inner is None:
         # the thresholds are met by the outer polytope but by no point found: infeasible where the
         # halfspaces prove it, else they are met at most within the oracle's error (stalled)
-        certificate = _certificate(approx, space)
-        status = "infeasible" if certificate is not None else "iteration_limit" if it >= max_iter else "stalled"
+        status, certificate = _unmet(approx, space, it, max_iter)
         return MultiResult("numerical", tuple(objectives), precision, it + m, status=status,
                            upper=float(space.sign[k] * outer[0]), certificate=certificate)
     lo_y, hi_y = inner[0], outer[0]
@@ -238,8 +246,7 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
         inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision,
                                    max_iter, decide=precision)
         if inner is None or inner[0] < -precision:
-            certificate = _certificate(approx, space)  # (None: the outer polytope still meets the thresholds)
-            status = "infeasible" if certificate is not None else "iteration_limit" if it >= max_iter else "stalled"
+            status, certificate = _unmet(approx, space, it, max_iter)
             return MultiResult("pareto", tuple(objectives), precision, it + m, status=status,
                                margin_upper=float(outer[0]) if outer is not None else -np.inf,
                                certificate=certificate)

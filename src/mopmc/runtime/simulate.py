@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import io
 import math
-import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -166,16 +166,18 @@ LOG_FIELDS = StepRecord._fields
 
 def write_log(path: str | Path, episodes: Sequence[EpisodeResult]) -> None:
     """Write every step record as CSV (infinite TTC/headway written as ``inf``)."""
+    from mopmc.runtime.sweep import write_atomic
+
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(LOG_FIELDS)
+    for ep in episodes:
+        for rec in ep.records:
+            writer.writerow(["" if v is None else v for v in rec])
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:  # atomically: a temporary file, then rename (an interrupted write leaves no half log)
-        with tmp.open("w", newline="") as handle:
-            writer = csv.writer(handle)
-            writer.writerow(LOG_FIELDS)
-            for ep in episodes:
-                for rec in ep.records:
-                    writer.writerow(["" if v is None else v for v in rec])
-        os.replace(tmp, path)
+    try:  # atomically (an interrupted write leaves no half log), into a folder that exists
+        if not path.parent.is_dir():
+            raise FileNotFoundError(2, "No such file or directory")
+        write_atomic(path, text.getvalue())
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise ConfigError(f"{path}: cannot write the step log ({exc.strerror})") from None
