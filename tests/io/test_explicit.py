@@ -264,9 +264,17 @@ def test_auto_falls_back_to_storm(tmp_path):
     with pytest.raises(UnsupportedModelError, match="use --builder storm"):
         load(init_block, builder="mopmc")
     # a property the objectives' parser rejects: its atoms are not known here, Storm's builder adds them
-    assert load(files.robot, properties="P=? [F<=3 x=4]").builder == "storm"
+    assert load(files.robot, properties="P=? [X x=4]").builder == "storm"
     with pytest.raises(UnsupportedModelError):
-        load(files.robot, properties="P=? [F<=3 x=4]", builder="mopmc")
+        load(files.robot, properties="P=? [X x=4]", builder="mopmc")
+    # a step-bounded one is parsed: its atoms become labels of mopmc's build
+    ours = load(files.robot, properties='Pmax=? [x<4 U<=6 x=4]', builder="mopmc")
+    storms = load(files.robot, properties='Pmax=? [x<4 U<=6 x=4]', builder="storm")
+    assert ours.builder == "mopmc" and "(x = 4)" in ours.model.labels and "(x < 4)" in ours.model.labels
+    from mopmc.queries.single import check
+
+    a, b = (check(m.model, m.properties()[0]).value for m in (ours, storms))
+    assert a == pytest.approx(b, abs=1e-12) and 0 < a < 1
 
 
 def test_atomic_expressions_in_properties_are_labels(tmp_path):

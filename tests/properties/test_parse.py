@@ -91,8 +91,8 @@ def test_malformed():
         parse('multi(R{"ctrl_cost"}min=? [C]')
     with pytest.raises(PropertyError):
         parse("this is not a property")
-    with pytest.raises(PropertyError, match="bounded"):
-        parse('Pmax=? [F<=3 "finished"]')
+    with pytest.raises(PropertyError, match="not a non-negative integer"):
+        parse('Pmax=? [F<=5/2 "finished"]')
 
 
 def test_state_mask_parser():

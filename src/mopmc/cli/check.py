@@ -171,6 +171,16 @@ def _check_export_properties(path: str | None, props) -> None:
     if path is not None and len(props) != 1:
         raise PropertyError(f"--export-scheduler {path}: give one property ({len(props)} given); "
                             "a scheduler file holds the scheduler of one query")
+    if path is not None:
+        refuse_step_bounded_export(path, props[0])
+
+
+def refuse_step_bounded_export(path: str, prop) -> None:
+    """Schedulers of step-bounded objectives count steps; scheduler files map model states to choices."""
+    bounded = [o.text for o in prop.objectives if o.steps is not None]
+    if bounded:
+        raise PropertyError(f"--export-scheduler {path}: {bounded[0]} is step-bounded: its scheduler counts steps, "
+                            "and a scheduler file maps the model's states to choices; export an unbounded query")
 
 
 def _export(path: str, model, p, res, quiet: bool = False) -> dict:
@@ -234,7 +244,7 @@ def _table(model: str, rows: list[dict]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = Console(markup=False)  # property texts hold [...]: never rich markup
     table = Table(title=model)
     for col in ("property", "value", "status", "seconds"):
         table.add_column(col)

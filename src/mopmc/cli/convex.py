@@ -155,6 +155,10 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
                             "it requires --export-scheduler FILE")
     bind = load_binding(binding)  # a misspelt or malformed binding fails before the model is built
     loaded, p = load_multi(model, prop, const, valuations=export_path is not None, engine=engine, device=device)
+    if export_path is not None:
+        from mopmc.cli.check import refuse_step_bounded_export
+
+        refuse_step_bounded_export(export_path, p)
     if bind is not None:
         from mopmc.io.scheduler_file import check_binding
 
@@ -197,7 +201,7 @@ def show(title: str, out: dict) -> None:
     table.add_column("value", justify="right")
     for o, v in zip(out["objectives"], out["point"] or [None] * len(out["objectives"])):
         table.add_row(o["formula"], "-" if v is None else f"{v:.9g}")
-    console = Console()
+    console = Console(markup=False)  # property texts hold [...]: never rich markup
     console.print(table)
     console.print(f"status {out['status']}: loss {out['loss']:.10g}, lower bound {out['lower_bound']:.10g}, "
                   f"gap {out['gap']:.3g}, {out['iterations']} iterations, {out['timings']['total']:.2f} s")

@@ -38,6 +38,10 @@ def evaluate_command(model: str, scheduler: str, prop: str, const, json_out: boo
     if not props:
         raise PropertyError(f"--prop {prop!r}: no property found")
     objectives = [o for p in props for o in p.objectives]
+    bounded = [o.text for o in objectives if o.steps is not None]
+    if bounded:
+        raise PropertyError(f"--prop {bounded[0]}: step-bounded objectives are not evaluated on a scheduler file "
+                            "(its schedulers do not count steps); use mopmc check")
     sched, meta = read_scheduler(scheduler, loaded.model, vertex=vertex)
     try:
         ev = evaluate(loaded.model, sched, objectives, missing=missing)
@@ -63,7 +67,7 @@ def evaluate_command(model: str, scheduler: str, prop: str, const, json_out: boo
     table.add_column("value", justify="right")
     for o, v in zip(out["objectives"], out["values"]):
         table.add_row(o, f"{v:.10g}")
-    Console().print(table)
+    Console(markup=False).print(table)
 
 
 @app.command("evaluate")

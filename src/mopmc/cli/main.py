@@ -87,7 +87,7 @@ def info(
             table.add_row("variables", ", ".join(summary["variables"]))
         table.add_row("load time", f"{summary['load_seconds']:.3f} s ({loaded.builder}'s builder)" if loaded.program is not None
                       else f"{summary['load_seconds']:.3f} s")
-        Console().print(table)
+        Console(markup=False).print(table)
 
     run_cli(body)
 

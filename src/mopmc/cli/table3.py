@@ -192,7 +192,7 @@ def render(out: dict) -> None:
     def beside(ours: str, theirs: str) -> str:
         return f"{ours} | {theirs}" if storm else ours
 
-    console = Console()
+    console = Console(markup=False)  # property texts hold [...]: never rich markup
     t = Table(title=f"Table 3 on {out['model']} ({out['states']} states): " + ("ours | Storm" if storm else "ours (--no-storm)"))
     t.add_column("row")
     for r in out["objectives"]:

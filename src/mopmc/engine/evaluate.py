@@ -36,6 +36,7 @@ from scipy.sparse.csgraph import connected_components
 from mopmc.engine.reductions.goal_memory import bit_for, decision_set
 from mopmc.errors import SchedulerError
 from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.unfold import require_unbounded
 from mopmc.properties.objectives import Objective
 
 
@@ -175,6 +176,7 @@ def induced_chain(model: SparseMDP, policy: Policy, objectives: Sequence[Objecti
     ``"error"`` (a :class:`SchedulerError` naming it) or ``"first"`` (take its first choice).
     A state with a single choice never needs an entry.
     """
+    require_unbounded(objectives)
     n = model.n_states
     sets = [np.asarray(d, bool) for d in policy.decided]
     obj_bit = []

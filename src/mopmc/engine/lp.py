@@ -32,6 +32,7 @@ from mopmc.engine.lp_product import OccupationLP, occupation_polytope
 from mopmc.engine.mec import maximal_end_components
 from mopmc.errors import DependencyError, InfiniteValueError, MixedSignError, PropertyError
 from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.unfold import require_unbounded
 from mopmc.properties.objectives import Objective
 
 _HIGHS = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": True}
@@ -218,6 +219,7 @@ def lp_value(model: SparseMDP, objective: Objective) -> float:
     ``inf`` unless every scheduler reaches ``phi`` almost surely.
     """
     sign = 1.0 if objective.sense == "max" else -1.0
+    require_unbounded((objective,))
     if objective.kind == "reach_reward":
         target = objective.target_mask(model)
         if target[model.initial]:

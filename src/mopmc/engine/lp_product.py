@@ -33,6 +33,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from mopmc.engine.mec import maximal_end_components
 from mopmc.errors import PropertyError
 from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.unfold import require_unbounded
 from mopmc.properties.objectives import Objective
 
 
@@ -210,6 +211,7 @@ def occupation_polytope(
         (5, [0, 1])
     """
     objectives = tuple(objectives)
+    require_unbounded(objectives)
     hit_cache: dict = {}
     tracks = [_track(o, model, hit_cache) for o in objectives]
     bit_of = {}

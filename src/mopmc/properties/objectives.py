@@ -31,6 +31,10 @@ class Objective:
     PRISM and Storm). ``threshold`` and ``comparison`` are set for bounded objectives.
     ``directionless``: written without a direction or bound (``P=?``, ``R=?``), accepted on Markov
     chains only, where min and max agree (``sense`` is then ``max``).
+    ``steps``: the step window ``(lo, hi)`` of a step-bounded objective (``hi`` ``None``: no upper
+    bound; the initial state is step 0): ``P [phi U[l,u] psi]`` counts ``psi`` at steps ``l..u``,
+    ``R [C<=k]`` the rewards of the choices at steps ``0..k-1``. Engines answer them on the
+    step-counting product (:func:`mopmc.model.unfold.unfold_steps`).
     ``left`` and ``right`` are Storm's state formulas (kept for masks); ``left_text`` and
     ``right_text`` are their printed forms.
     """
@@ -46,6 +50,7 @@ class Objective:
     comparison: str | None = None
     threshold: float | None = None
     directionless: bool = False
+    steps: tuple[int, int | None] | None = None
 
     @property
     def is_query(self) -> bool:

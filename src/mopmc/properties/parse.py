@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from fractions import Fraction
 from pathlib import Path
 
@@ -76,7 +77,7 @@ def _objective(j, f, reward_models, labels, where, i, directionless_ok=False, un
     if not (f.is_reward_operator_formula or f.is_probability_operator_formula):
         raise PropertyError(f"{at}: unsupported objective; use P[...] or R[...] with C, F or U")
     bounds = _bounds(f, at, directionless_ok, universal)
-    text = display_formula(raw, bounds[3])
+    text = re.sub(r"\[true U(?=[<>\[])", "[F", display_formula(raw, bounds[3]))  # Storm prints F<=k as true U<=k
     if text != raw:
         at = f"{where}: property {i + 1} ({text})"
     if f.is_reward_operator_formula:
@@ -138,19 +139,42 @@ def _reward(j, f, text, reward_models, labels, at, bounds) -> Objective:
     if cls == "TotalRewardFormula" or str(path) == "C":
         return Objective(j, text, "total_reward", sense, rm, comparison=comparison, threshold=threshold,
                          directionless=directionless)
+    if cls == "CumulativeRewardFormula":
+        raw = str(path)
+        if not raw.startswith("C"):
+            raise PropertyError(f"{at}: unsupported reward objective {raw!r}; supported: [C], [C<=k] and [F phi]")
+        lo, hi = _step_window(raw[1:], at)
+        if lo != 0 or hi is None:
+            raise PropertyError(f"{at}: {raw}: a cumulative reward takes an upper step bound (C<=k or C<k)")
+        # C<=k: the k choices taken at steps 0..k-1 (the window of F<=k ends at step k itself)
+        return Objective(j, text, "total_reward", sense, rm, comparison=comparison, threshold=threshold,
+                         directionless=directionless, steps=(0, hi - 1))
     if path.is_eventually_formula and not path.is_bounded_until_formula:
         target = path.subformula
         _check_labels(target, labels, at)
         return Objective(j, text, "reach_reward", sense, rm, right_text=str(target),
                          comparison=comparison, threshold=threshold, directionless=directionless)
-    raise PropertyError(f"{at}: unsupported reward objective {str(path)!r}; supported: [C] and [F phi]")
+    if cls == "InstantaneousRewardFormula":
+        raise PropertyError(f"{at}: instantaneous rewards (I=k) are not supported; supported: [C], [C<=k] and [F phi]")
+    if path.is_bounded_until_formula:
+        raise PropertyError(f"{at}: a step-bounded reachability reward is not supported; supported: [C], [C<=k] and [F phi]")
+    raise PropertyError(f"{at}: unsupported reward objective {str(path)!r}; supported: [C], [C<=k] and [F phi]")
 
 
 def _probability(j, f, text, labels, at, bounds) -> Objective:
     sense, comparison, threshold, _, directionless = bounds
     path = f.subformula
     if path.is_bounded_until_formula:
-        raise PropertyError(f"{at}: step- or time-bounded objectives are not supported")
+        left, right = path.left_subformula, path.right_subformula
+        raw, lt, rt = str(path), str(left), str(right)
+        if not (raw.startswith(lt + " U") and raw.endswith(" " + rt)) or path.is_multi_dimensional:
+            raise PropertyError(f"{at}: unsupported bounded path formula {raw!r}; supported: step bounds "
+                                "F<=k, F<k, F>=k, F>k, F[l,u] and the same on U")
+        steps = _step_window(raw[len(lt) + 2:len(raw) - len(rt) - 1], at)
+        _check_labels(left, labels, at)
+        _check_labels(right, labels, at)
+        return Objective(j, text, "probability", sense, left_text=None if lt == "true" else lt, right_text=rt,
+                         comparison=comparison, threshold=threshold, directionless=directionless, steps=steps)
     cls = type(path).__name__
     if path.is_eventually_formula:
         target = path.subformula
@@ -169,6 +193,31 @@ def _probability(j, f, text, labels, at, bounds) -> Objective:
         return Objective(j, text, "probability", sense, right_text=f"!({phi})", negated=True,
                          comparison=comparison, threshold=threshold, directionless=directionless)
     raise PropertyError(f"{at}: unsupported path formula {str(path)!r}; supported: F, U, G")
+
+
+def _step_window(bound: str, at) -> tuple[int, int | None]:
+    """The step window ``(lo, hi)`` of Storm's printed bound (``<=5``, ``<(3 + 1)``, ``>=2``,
+    ``[2, 4]``); ``hi`` is ``None`` without an upper bound and may be below ``lo`` (an empty window)."""
+    import re
+
+    bound = bound.strip()
+    if bound.startswith("rew") or bound.startswith("{") or bound.startswith("time"):
+        raise PropertyError(f"{at}: reward- and time-bounded path formulas are not supported; use step bounds (F<=k)")
+
+    def steps(expr: str) -> int:
+        value = rational(expr)
+        if value is None or value.denominator != 1 or value < 0:
+            raise PropertyError(f"{at}: step bound {expr.strip()} is not a non-negative integer")
+        return int(value)
+
+    interval = re.fullmatch(r"\[(.+),(.+)\]", bound)
+    if interval:
+        return steps(interval.group(1)), steps(interval.group(2))
+    op = re.match(r"(<=|<|>=|>)", bound)
+    if op is None:
+        raise PropertyError(f"{at}: unsupported step bound {bound!r}; use <=k, <k, >=k, >k or [l,u]")
+    k = steps(bound[op.end():])
+    return {"<=": (0, k), "<": (0, k - 1), ">=": (k, None), ">": (k + 1, None)}[op.group(1)]
 
 
 _NOT_STATE = {"EventuallyFormula", "GloballyFormula", "UntilFormula", "BoundedUntilFormula", "NextFormula",

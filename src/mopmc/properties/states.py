@@ -105,7 +105,7 @@ def state_mask(formula, labels: Mapping[str, np.ndarray], n_states: int) -> np.n
 def label_names(formula) -> list[str]:
     """The quoted label names a state formula refers to (atomic expressions excluded)."""
     text = formula if isinstance(formula, str) else str(formula)
-    text = re.sub(r'R\{"[^"]*"\}', "R", text)  # reward-model names are not labels
+    text = re.sub(r'\{"[^"]*"\}', "", text)  # reward-model names (R{"r"}, Urew{"r"}) are not labels
     names, i = [], 0
     while True:
         i = text.find('"', i)

@@ -8,7 +8,12 @@ from mopmc.queries.oracle import Oracle, lp_oracle
 
 def make_oracle(model, objectives, engine: str = "kernel", device: str | None = None) -> Oracle:
     """The weighted-optimisation oracle of an engine: ``kernel`` (iterative CPU), ``lp`` (exact) or
-    ``torch`` (the kernel on a torch ``device``: cuda or cpu)."""
+    ``torch`` (the kernel on a torch ``device``: cuda or cpu). Step-bounded objectives are answered
+    on the step-counting product (:func:`mopmc.model.unfold.unfold_steps`); the oracle's
+    schedulers are then the product's."""
+    from mopmc.model.unfold import unfold_steps
+
+    model, objectives = unfold_steps(model, objectives)
     if engine == "lp":
         return lp_oracle(model, objectives)
     if engine == "torch":

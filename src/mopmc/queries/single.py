@@ -85,6 +85,10 @@ def check(
         raise PropertyError(f"{prop.text}: a multi-objective property; use the multi-objective queries")
     o = prop.objectives[0]
     start = time.perf_counter()
+    if o.steps is not None:  # a step-bounded objective: an unbounded one on the step-counting product
+        from mopmc.model.unfold import unfold_steps
+
+        model, (o,) = unfold_steps(model, (o,))
     try:
         if engine == "lp":
             from mopmc.engine.lp import lp_value

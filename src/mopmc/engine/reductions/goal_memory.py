@@ -24,6 +24,7 @@ import numpy as np
 from mopmc.engine.problem import Problem
 from mopmc.errors import UnsupportedModelError
 from mopmc.model.sparse_mdp import SparseMDP, known_reachable
+from mopmc.model.unfold import require_unbounded
 from mopmc.properties.objectives import Objective
 
 _MAX_PRODUCT_TABLE = 1 << 28
@@ -94,6 +95,7 @@ def apply(
     from mopmc.engine import numba_kernels as nk
 
     n = model.n_states
+    require_unbounded(objectives)
     decided, bit_of = _decision_sets(model, objectives)
     k = decided.shape[0]
     if n * (1 << k) > _MAX_PRODUCT_TABLE:
