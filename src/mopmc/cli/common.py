@@ -145,6 +145,9 @@ def run_cli(fn: Callable[[], Any], json_out: bool | None = None) -> Any:
         fail(exc.one_line(), exc.exit_code, type(exc).__name__)
     except KeyboardInterrupt:
         fail("interrupted", 130)
+    except MemoryError:  # a model or product too large for this machine: not a bug
+        fail("out of memory: the model (or the product the query builds on it) does not fit in this machine's "
+             "memory; use smaller constants or bounds", 2, "MemoryError")
     except Exception as exc:
         _error_to_stdout(f"internal error: {type(exc).__name__}: {exc}", 1, "InternalError")
         raise

@@ -35,6 +35,7 @@ def stormpy():
 def _storm_message(exc: BaseException) -> str:
     text = str(exc).strip()
     text = re.sub(r"^(?:\w*Exception:\s*)+", "", text)
+    text = re.sub(r"\d{30,}", lambda m: f"{m.group()[:4]}...({len(m.group())} digits)", text)  # 1e-320 as 1/10...0
     return " ".join(text.split())
 
 
@@ -151,13 +152,31 @@ def define_property_constants(text: str, constants: Mapping[str, str]) -> tuple[
     >>> define_property_constants("const int K;\nPmax=? [F s=K]", {"K": "3", "N": "2"})
     ('const int K = 3;\nPmax=? [F s=K]', {'N': '2'})
     """
-    mine = {m.group(1) for m in _UNDEFINED_CONSTANT.finditer(text)} & set(constants)
+    kinds = {m.group(2): m.group(1) or "int" for m in _UNDEFINED_CONSTANT.finditer(text)}
+    mine = set(kinds) & set(constants)
+    for name in sorted(mine):
+        _check_property_constant(name, kinds[name], constants[name])
 
     def value(m: re.Match) -> str:
-        name = m.group(1)
+        name = m.group(2)
         return m.group(0) if name not in mine else m.group(0)[:-1].rstrip() + f" = {constants[name]};"
 
     return _UNDEFINED_CONSTANT.sub(value, text), {k: v for k, v in constants.items() if k not in mine}
+
+
+def _check_property_constant(name: str, kind: str, text: str) -> None:
+    """A property constant's ``--const`` value is a literal of its type (``const int K;``: an
+    integer; ``double``: a number; ``bool``: true or false), refused by name otherwise."""
+    from mopmc.properties.display import rational
+
+    if kind == "bool":
+        ok = text.strip() in ("true", "false")
+    else:
+        number = rational(text)
+        ok = number is not None and (kind == "double" or number.denominator == 1)
+    if not ok:
+        what = {"bool": "true or false", "int": "an integer", "double": "a number"}[kind]
+        raise UndefinedConstantsError(f"--const {name}={text}: the property constant {name} ({kind}) takes {what}")
 
 
 def constant_names(program) -> list[str]:
@@ -197,7 +216,32 @@ def define_constants(program, path: Path, constants: Mapping[str, str], text: st
     if missing:
         hint = ",".join(f"{n}=VALUE" for n in missing)
         raise UndefinedConstantsError(f"{path}: undefined constants {', '.join(missing)}; define them with --const {hint}")
+    empty = _empty_ranges(program)
+    if empty:  # (Storm's builder says only "Lower bound must not be above upper bound")
+        given = f" with --const {','.join(f'{k}={v}' for k, v in constants.items())}" if constants else ""
+        raise UndefinedConstantsError(f"{path}: variable {empty[0]} has an empty range{given}")
     return program
+
+
+def _empty_ranges(program) -> list[str]:
+    """Integer variables whose lower bound is above their upper bound, as ``s: [0..-1]``."""
+    out = []
+    try:
+        variables = list(getattr(program, "global_integer_variables", []))
+        for module in program.modules:
+            variables += list(module.integer_variables)
+        for v in variables:
+            lo, hi = v.lower_bound_expression, v.upper_bound_expression
+            if "__storm::notinitialized__" in (str(lo), str(hi)):  # `x : int`: touching the unset bound crashes
+                continue
+            if lo.contains_variables() or hi.contains_variables():
+                continue
+            a, b = lo.evaluate_as_int(), hi.evaluate_as_int()
+            if a > b:
+                out.append(f"{v.name}: [{a}..{b}]")
+    except Exception:  # noqa: BLE001 - a program Storm's API does not describe: Storm's own message later
+        return []
+    return out
 
 
 def parse_formulas(text: str, program, where: str, labels: Iterable[str] | None = None):
@@ -205,7 +249,7 @@ def parse_formulas(text: str, program, where: str, labels: Iterable[str] | None 
 
     ``program`` is ``None`` for a model without one (a UMB file): the properties then cannot name
     variables; ``labels`` (that model's labels) are listed in the message when they try to."""
-    undefined = _UNDEFINED_CONSTANT.findall(text)
+    undefined = [m.group(2) for m in _UNDEFINED_CONSTANT.finditer(text)]
     if undefined:  # Storm takes them as 0 without a word
         raise PropertyError(f"{where}: property constant(s) {', '.join(undefined)} without a value; give "
                             f"--const {undefined[0]}=VALUE or write 'const int {undefined[0]} = VALUE;' in the properties")
@@ -218,7 +262,7 @@ def parse_formulas(text: str, program, where: str, labels: Iterable[str] | None 
 
 
 #: ``const int K;`` in property text: a constant declared without a value
-_UNDEFINED_CONSTANT = re.compile(r"^\s*const\s+(?:(?:int|double|bool)\s+)?([A-Za-z_]\w*)\s*;", re.M)
+_UNDEFINED_CONSTANT = re.compile(r"^\s*const\s+(?:(int|double|bool)\s+)?([A-Za-z_]\w*)\s*;", re.M)
 
 #: the words of Storm's property language (operators, path operators, functions): not model names
 _PROPERTY_WORDS = frozenset(

@@ -7,7 +7,7 @@ from fractions import Fraction
 from pathlib import Path
 
 from mopmc.errors import PropertyError, UnknownNameError
-from mopmc.properties.display import display_formula, rational
+from mopmc.properties.display import decimal_text, display_formula, rational
 from mopmc.properties.objectives import Objective, Property
 
 _SENSE = {"MINIMIZE": "min", "MAXIMIZE": "max"}
@@ -16,9 +16,16 @@ _SENSE = {"MINIMIZE": "min", "MAXIMIZE": "max"}
 def read_property_file(path: str | Path) -> str:
     """Read a property file; PRISM's ``//`` comments are kept (Storm's parser skips them)."""
     path = Path(path)
+    if path.is_dir():
+        raise PropertyError(f"{path}: a directory, not a property file")
     if not path.is_file():
         raise PropertyError(f"{path}: no such property file")
-    return path.read_text()
+    try:
+        return path.read_text()
+    except UnicodeDecodeError as exc:
+        raise PropertyError(f"{path}: not a text file (byte {exc.start} is not UTF-8); give a PRISM property file") from None
+    except OSError as exc:
+        raise PropertyError(f"{path}: cannot read the property file ({exc.strerror})") from None
 
 
 def parse_properties(formulas, reward_models, labels, where: str = "<properties>", *,
@@ -42,6 +49,7 @@ def parse_properties(formulas, reward_models, labels, where: str = "<properties>
     for i, prop in enumerate(formulas):
         f = prop.get_raw_formula()
         text = str(f)
+        _check_filter(prop, f"{where}: property {i + 1} ({text})")
         try:
             name = prop.get_name()
         except Exception:
@@ -101,15 +109,25 @@ def _bounds(f, at, directionless_ok=False, universal=False):
         # Storm's ``threshold`` evaluates ``1/3`` with integer division (0), though its own checks
         # use 1/3: the printed expression, evaluated exactly, first
         try:
-            exact = rational(str(f.threshold_expr))
+            printed = str(f.threshold_expr)
         except Exception:  # noqa: BLE001 - no printable expression: Storm's value below
-            exact = None
+            printed = None
+        exact = None if printed is None else rational(printed)
+        if exact is None and printed is not None and _divides_by_zero(printed):
+            # (Storm's own evaluation of an integer division by zero kills the process: never reach it)
+            raise PropertyError(f"{at}: threshold {printed} divides by zero")
         if exact is None:
             try:
                 exact = Fraction(str(f.threshold))
             except Exception as exc:
                 raise PropertyError(f"{at}: threshold does not evaluate to a number ({exc})") from None
-        threshold = float(exact)
+        try:
+            threshold = float(exact)
+        except OverflowError:
+            raise PropertyError(f"{_short(at)}: threshold {_short(printed or str(exact))} is beyond the range "
+                                "of a double") from None
+        if f.is_probability_operator_formula and not 0 <= exact <= 1:
+            raise PropertyError(f"{at}: probability threshold {decimal_text(exact)} is outside [0, 1]")
         if sense is None:
             sense = "min" if comparison.startswith("<") != universal else "max"
     if sense is None:
@@ -193,6 +211,45 @@ def _probability(j, f, text, labels, at, bounds) -> Objective:
         return Objective(j, text, "probability", sense, right_text=f"!({phi})", negated=True,
                          comparison=comparison, threshold=threshold, directionless=directionless)
     raise PropertyError(f"{at}: unsupported path formula {str(path)!r}; supported: F, U, G")
+
+
+def _short(text: str) -> str:
+    """``text`` with digit runs of 30 or more cut (Storm prints 1e400 as 401 digits)."""
+    return re.sub(r"\d{30,}", lambda m: f"{m.group()[:4]}...({len(m.group())} digits)", text)
+
+
+def _divides_by_zero(printed: str) -> bool:
+    """Whether Storm's printed arithmetic divides by an expression that evaluates to 0 (``(1 / 0)``,
+    ``1/(2-2)``)."""
+    tree = None
+    try:
+        import ast
+
+        tree = ast.parse(printed.strip(), mode="eval")
+    except (SyntaxError, ValueError):
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            den = rational(ast.unparse(node.right))
+            if den == 0:
+                return True
+    return False
+
+
+_FILTER = re.compile(r"Obtain the (\w+) of the '(.*)'-states with values described by")
+_ONE_STATE_FILTERS = {"values", "maximum", "minimum", "average", "sum"}
+
+
+def _check_filter(prop, at: str) -> None:
+    """``filter(op, P, states)`` is answered when it asks about the initial state alone (the default
+    ``filter(values, P, "init")``, or max/min/avg/sum over "init": the model has one initial state)."""
+    m = _FILTER.search(str(prop))
+    if m is None:
+        return
+    op, states = m.group(1), m.group(2)
+    if states != '"init"' or op not in _ONE_STATE_FILTERS:
+        raise PropertyError(f"{at}: filter({op} over the states {states}) is not supported; mopmc answers for "
+                            'the initial state (drop the filter, or filter over "init")')
 
 
 def _step_window(bound: str, at) -> tuple[int, int | None]:
