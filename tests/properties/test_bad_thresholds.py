@@ -68,3 +68,12 @@ def test_property_constant_with_a_good_value(tmp_path):
     assert res.code == 0, res.stderr
     row = res.json()[0]  # R<=3 alone asks every scheduler: the maximum, 5.37, misses it
     assert row["satisfied"] is False and row["value"] == pytest.approx(5.37037037, abs=1e-6)
+
+
+def test_duplicate_property_names_are_refused(tmp_path):
+    props = tmp_path / "p.props"
+    props.write_text('"a": R{"time"}min=? [C];\n"a": R{"energy"}min=? [C];\n')
+    assert_one_line_error(run_mopmc("check", MODEL, "--props", str(props)), "the name 'a' is also property 1's")
+    props.write_text('"a": R{"time"}min=? [C];\n"b": R{"energy"}min=? [C];\nR{"energy"}max=? [C]\n')
+    res = run_mopmc("check", MODEL, "--props", str(props), "--json")
+    assert res.code == 0 and [r["name"] for r in res.json()] == ["a", "b", "3"], res.stderr

@@ -46,6 +46,7 @@ def parse_properties(formulas, reward_models, labels, where: str = "<properties>
     Texts are Storm's printed formulas with thresholds as decimals (:mod:`mopmc.properties.display`).
     """
     out = []
+    seen: dict[str, int] = {}
     for i, prop in enumerate(formulas):
         f = prop.get_raw_formula()
         text = str(f)
@@ -54,6 +55,11 @@ def parse_properties(formulas, reward_models, labels, where: str = "<properties>
             name = prop.get_name()
         except Exception:
             name = None
+        if name is not None and name in seen:  # (the JSON rows are told apart by name)
+            raise PropertyError(f"{where}: property {i + 1} ({text}): the name {name!r} is also property "
+                                f"{seen[name] + 1}'s; give each property its own name")
+        if name is not None:
+            seen[name] = i
         if f.is_multi_objective_formula:
             subs = list(f.subformulas)
             if not subs:
