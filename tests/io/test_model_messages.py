@@ -39,3 +39,12 @@ def test_long_numbers_in_storm_messages_are_cut(tmp_path):
     res = run_mopmc("--builder", "storm", "check", str(path), "--prop", 'R{"q"}max=? [C]')
     assert_one_line_error(res, "(321 digits)")
     assert len(res.stderr) < 400
+
+
+def test_a_property_word_used_as_a_name_is_named():
+    # T is Storm's expected-time operator, so the generic unknown-identifier scan skips it
+    for prop in ('R{"time"}<=T [C]', 'Pmax=? [F T=1]'):
+        assert_one_line_error(run_mopmc("check", "example:tradeoff", "--prop", prop), "unknown identifier 'T'")
+    res = run_mopmc("check", "example:tradeoff", "--prop", 'R{"time"}<=3 [C')
+    assert_one_line_error(res, 'expecting "]"')
+    assert "unknown identifier" not in res.stderr

@@ -317,6 +317,9 @@ def _property_message(msg: str, text: str, program, labels) -> str:
     if known is None:
         return msg
     unknown = unknown_identifiers(text, known)
+    at = _identifier_at(text, m) if m else None
+    if at is not None and at not in known and at not in unknown:  # a word of the language used as a name (T)
+        unknown.insert(0, at)
     if not unknown:
         return msg
     msg = msg.rstrip(".")
@@ -326,6 +329,22 @@ def _property_message(msg: str, text: str, program, labels) -> str:
         return (f"{msg}; {what}: this model (UMB) keeps no variable names, so properties refer to states by "
                 f"label{': ' + names if names else ''}")
     return f"{msg}; {what}; the model's variables and constants: {', '.join(sorted(known)) or '(none)'}"
+
+
+def _identifier_at(text: str, m: re.Match) -> str | None:
+    """The identifier where Storm's parse error points (``T`` of ``R{"r"}<=T [C]``), if any."""
+    lines = text.splitlines()
+    line, col = int(m.group(1)) - 1, int(m.group(2)) - 1
+    if not 0 <= line < len(lines) or col < 0:
+        return None
+    found = re.match(r"[A-Za-z_]\w*", lines[line][col:])
+    if found is not None and not (col > 0 and re.match(r"[\w.]", lines[line][col - 1])):
+        return found.group()
+    near = (m.group(4) or "").strip()  # Storm's column is sometimes of a sub-parse: what follows "here:"
+    found = re.match(r"([A-Za-z_]\w*)\s*(.?.?)", near)
+    if found is None or re.match(r"[{<>\[]|min|max|=\?", found.group(2)):  # an operator: P{, Rmin, T=?
+        return None
+    return found.group(1)
 
 
 def check_labels(program, formulas, where: str) -> None:
