@@ -1030,3 +1030,36 @@ def pad_fill(target, prob, dens, neg, RR, choice, slot_base, over_slot, over_tar
                         over_prob[o] = probs[j]
                         o += 1
                     pos += 1
+
+
+@_lazy
+def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, maximise, stop_one, stop_zero, value):
+    """Finite-horizon backward induction of one objective: ``steps`` backups of
+    ``value[s] <- opt_c (rewards[c] + sum_k probs[k] value[targets[k]])`` into ``value`` (the
+    values after step ``steps``, updated in place to those at step 0). At step ``t`` (counted
+    down from ``steps - 1`` to 0), a state with ``stop_one`` is worth 1 when ``lo <= t <= hi``, and
+    one with ``stop_zero`` (and not that) is worth 0 (a probability objective's target and the
+    states failing its left side); pass all-False masks for a cumulative reward."""
+    n = row_groups.shape[0] - 1
+    nxt = np.empty(n, np.float64)
+    for t in range(steps - 1, -1, -1):
+        nxt[:] = value
+        inside = lo <= t <= hi
+        for s in range(n):
+            if stop_one[s] and inside:
+                value[s] = 1.0
+                continue
+            if stop_zero[s]:
+                value[s] = 0.0
+                continue
+            best = 0.0
+            first = True
+            for c in range(row_groups[s], row_groups[s + 1]):
+                acc = rewards[c]
+                for k in range(indptr[c], indptr[c + 1]):
+                    acc += probs[k] * nxt[targets[k]]
+                if first or (acc > best if maximise else acc < best):
+                    best = acc
+                    first = False
+            value[s] = best
+    return value

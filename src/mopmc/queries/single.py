@@ -85,7 +85,13 @@ def check(
         raise PropertyError(f"{prop.text}: a multi-objective property; use the multi-objective queries")
     o = prop.objectives[0]
     start = time.perf_counter()
-    if o.steps is not None:  # a step-bounded objective: an unbounded one on the step-counting product
+    if o.steps is not None and engine != "lp":
+        from mopmc.engine import horizon
+
+        if horizon.applies(o):  # an upper step bound: k backups, as Storm (no scheduler: it counts steps)
+            value = horizon.horizon_value(model, o)
+            return SingleResult(prop, value, 0.0, precision, None, timings={"check": time.perf_counter() - start})
+    if o.steps is not None:  # otherwise an unbounded objective on the step-counting product
         from mopmc.model.unfold import unfold_steps
 
         model, (o,) = unfold_steps(model, (o,))
