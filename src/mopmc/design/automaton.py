@@ -69,6 +69,8 @@ class Edge:
     events: tuple[str, ...] = ()
     resets: tuple[str, ...] = ()
     updates: Mapping[str, Expr | str] = field(default_factory=dict)
+    #: where it is written (``spec.yaml: automata[0].edges[2]``), for build-time errors; None: no file
+    where: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -103,7 +105,8 @@ class TimedAutomaton:
     """A timed automaton component; see the module docstring.
 
     ``location_variable`` names the integer variable that holds the location in the MDP and in
-    PRISM (default ``<name>_loc``); automata with one location and no branching have none.
+    PRISM (default ``<name>_loc``); automata with one location and no branching have none. ``where``
+    (``spec.yaml: automata[0]``) names it in build-time errors; ``None`` for automata without a file.
     """
 
     name: str
@@ -114,6 +117,7 @@ class TimedAutomaton:
     edges: tuple[Edge, ...] = ()
     invariants: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     location_variable: str | None = None
+    where: str | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__

@@ -119,7 +119,8 @@ def convert(network: Network, provider=None, *, source: str | None = None) -> Co
             err = t.error[d]
             if err.any():
                 k = int(np.flatnonzero(err)[0])
-                raise InvalidModelError(f"{network.name}: state {_describe(layout, frontier[k])}: {t.messages[err[k] - 1]}")
+                where, text = t.messages[err[k] - 1]  # where: the place in the spec file (None: a design without one)
+                raise InvalidModelError(f"{where or network.name}: state {_describe(layout, frontier[k])}: {text}")
             start, cnt = t.tau_ptr[d], t.tau_ptr[d + 1] - t.tau_ptr[d]
             if cnt.any():
                 rows, pos = _expand(start, cnt)

@@ -57,7 +57,7 @@ class LocalTable:
     reads: list[int]  # global variable positions read
     dstrides: np.ndarray
     error: np.ndarray  # int32 per d: 0 ok, else 1 + index into messages
-    messages: list[str]
+    messages: list[tuple[str | None, str]]  # (where the fix belongs in the spec file or None, the problem)
     tau_ptr: np.ndarray
     tau_delta: np.ndarray
     tau_prob: np.ndarray
@@ -132,7 +132,8 @@ def build_local_table(network: Network, ci: int, layout: Layout, provider) -> Lo
     if dsize > MAX_LOCAL_TABLE:
         from mopmc.errors import ConfigError
 
-        raise ConfigError(f"{c.name} reads variables with {dsize} combined values (limit {MAX_LOCAL_TABLE}); read fewer variables in its guards")
+        raise ConfigError(f"{c.where + ': ' if c.where else ''}{c.name} reads variables with {dsize} combined values "
+                          f"(limit {MAX_LOCAL_TABLE}); read fewer variables in its guards")
     dstrides = np.ones(len(reads), dtype=np.int64)
     for j in range(len(reads) - 2, -1, -1):
         dstrides[j] = dstrides[j + 1] * sizes[j + 1]
@@ -143,14 +144,18 @@ def build_local_table(network: Network, ci: int, layout: Layout, provider) -> Lo
     enabled = np.zeros((len(edges), dsize), dtype=bool)
     for i, e in enumerate(edges):
         enabled[i] = (loc == c.locations.index(e.source)) & np.broadcast_to(np.asarray(whens[i].eval(env), dtype=bool), (dsize,))
-    messages: list[str] = []
+    messages: list[tuple[str | None, str]] = []
     error = np.zeros(dsize, dtype=np.int32)
 
-    def fail(mask: np.ndarray, text) -> None:
+    def fail(mask: np.ndarray, text, where: str | None = c.where) -> None:
+        """Record the problem ``text`` at the valuations in ``mask``; ``where`` names its place in the spec."""
         new = mask & (error == 0)
         if new.any():
-            messages.append(text(new) if callable(text) else text)
+            messages.append((where, text(new) if callable(text) else text))
             error[new] = len(messages)
+
+    def edge_at(i: int, key: str = "") -> str | None:
+        return edges[i].where + key if edges[i].where else c.where
 
     has_excl = np.zeros(dsize, dtype=bool)
     has_eq = np.zeros(dsize, dtype=bool)
@@ -164,14 +169,14 @@ def build_local_table(network: Network, ci: int, layout: Layout, provider) -> Lo
             rel = guards[i].relation(guards[j])
             if rel == "overlapping":
                 fail(both, f"{c.name}: guards of {edges[i].describe()} [{guards[i].text()}] and {edges[j].describe()} "
-                           f"[{guards[j].text()}] are neither exclusive nor equivalent (paper Sec. 3.1 assumption)")
+                           f"[{guards[j].text()}] are neither exclusive nor equivalent (paper Sec. 3.1 assumption)", edge_at(j))
             elif rel == "exclusive":
                 has_excl |= both
             else:
                 has_eq |= both
     fail(has_excl & has_eq, f"{c.name}: mixed guards at location with both equivalent and exclusive enabled edges (paper Sec. 3.1 assumption)")
     branching = has_excl
-    _check_events_covered(c.name, edges, guards, enabled, fail)
+    _check_events_covered(c.name, edges, guards, enabled, lambda m, text, i: fail(m, text, edge_at(i)))
 
     own = [layout.position(loc_var)] + [layout.position(v.name) for v in c.variables]
 
@@ -187,7 +192,7 @@ def build_local_table(network: Network, ci: int, layout: Layout, provider) -> Lo
             if bad.any():
                 m = np.zeros(dsize, dtype=bool)
                 m[np.flatnonzero(mask)[bad]] = True
-                fail(m, f"{c.name}: edge {edges[i].describe()} sets {name} out of its range [{lo}, {hi}]")
+                fail(m, f"{c.name}: edge {edges[i].describe()} sets {name} out of its range [{lo}, {hi}]", edge_at(i, f".updates.{name}"))
                 new = np.clip(new, lo, hi)
             out = out + (new - sub[name]) * layout.strides[p]
         return out
@@ -199,13 +204,16 @@ def build_local_table(network: Network, ci: int, layout: Layout, provider) -> Lo
     if branching.any():
         inb = enabled & branching[None, :]
         probs, rows, cond_list = _branch_probabilities(provider, guards, inb, branching, env)
+        p_where = getattr(provider, "where", None) or c.where  # (the probabilities: the spec's or --params file's)
         fail(branching & np.isnan(np.where(inb, probs, 0.0)).any(axis=0),
              lambda m: f"{c.name}: no probability for the guards {_guards_at(edges, guards, inb, m)}; "
-                       "give all but one of them in the probability table or a delay distribution")
+                       "give all but one of them in the probability table or a delay distribution", p_where)
         bad_p = (inb & ((probs < -1e-12) | (probs > 1 + 1e-12))).any(axis=0)
-        fail(branching & bad_p, lambda m: f"{c.name}: a branching probability is outside [0, 1] at {_guards_at(edges, guards, inb, m)}")
+        fail(branching & bad_p, lambda m: f"{c.name}: a branching probability is outside [0, 1] at {_guards_at(edges, guards, inb, m)}",
+             p_where)
         total = np.where(inb, probs, 0.0).sum(axis=0)
-        fail(branching & (np.abs(total - 1.0) > 1e-9), lambda m: f"{c.name}: branching probabilities sum to {total[m][0]:.12g}, not 1, at {_guards_at(edges, guards, inb, m)}")
+        fail(branching & (np.abs(total - 1.0) > 1e-9), lambda m: f"{c.name}: branching probabilities sum to {total[m][0]:.12g}, not 1, "
+                                                                 f"at {_guards_at(edges, guards, inb, m)}", p_where)
         # signature of each branching valuation: enabled edges and the table rows used (for PRISM export)
         idx = np.flatnonzero(branching)
         key = np.concatenate([inb[:, idx], rows[:, idx] + 1], axis=0).T
@@ -280,7 +288,8 @@ def _providers(provider) -> tuple:
 def _check_events_covered(name: str, edges, guards, enabled: np.ndarray, fail) -> None:
     """Edges taken on an environment event need an edge for each of its values where they wait:
     otherwise the automaton has no move there, and the conversion would give the event's outcome the
-    probability of the whole branching (the complement) or probability 1 (a single edge)."""
+    probability of the whole branching (the complement) or probability 1 (a single edge).
+    ``fail(mask, text, i)`` records the problem at edge ``i`` (one with the event)."""
     from mopmc.design.guards import uncovered_event
 
     with_events = np.array([bool(g.events) for g in guards], dtype=bool)
@@ -294,7 +303,8 @@ def _check_events_covered(name: str, edges, guards, enabled: np.ndarray, fail) -
             at = (enabled == pattern[:, None]).all(axis=0)
             shown = "; ".join(f"{edges[i].describe()} [{guards[i].text()}]" for i in on)
             fail(at, f"{name}: no edge covers {gap.text()} among {shown}: the automaton has no move there; "
-                     "give an edge for each value of the event (e.g. one guarded by its negation)")
+                     "give an edge for each value of the event (e.g. one guarded by its negation)",
+                 next(i for i in on if guards[i].events))
 
 
 def _branch_probabilities(provider, guards, inb, branching, env):

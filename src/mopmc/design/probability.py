@@ -19,7 +19,7 @@ outcome may be unknown to every provider: it gets the complement, ``1 - sum(othe
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Protocol, Sequence
 
 import numpy as np
@@ -99,6 +99,7 @@ class TableRow:
     guard: Guard
     probability: float
     when: Expr = TRUE
+    where: str | None = field(default=None, compare=False, repr=False)  # ``spec.yaml: probabilities.table[1]``
 
     def __post_init__(self) -> None:
         if not 0.0 <= float(self.probability) <= 1.0:  # NaN too
@@ -119,8 +120,9 @@ class ProbabilityTable:
     rows: tuple[TableRow, ...]
 
     @classmethod
-    def from_rows(cls, rows: Sequence[Mapping]) -> "ProbabilityTable":
-        """Rows as dicts ``{guard: "z >= 0.2" | "exit_ok", when: "conf = 1", p: 0.39}``."""
+    def from_rows(cls, rows: Sequence[Mapping], where: str | None = None) -> "ProbabilityTable":
+        """Rows as dicts ``{guard: "z >= 0.2" | "exit_ok", when: "conf = 1", p: 0.39}``; ``where`` (the
+        list's place in a file, ``spec.yaml: probabilities.table``) names row ``i`` in build-time errors."""
         out = []
         for i, r in enumerate(rows):
             if not isinstance(r, Mapping):
@@ -134,7 +136,8 @@ class ProbabilityTable:
             p = r["p"]
             if isinstance(p, bool) or not isinstance(p, (int, float)):
                 raise ConfigError(f"probability table row {i}: p {p!r} is not a number")
-            out.append(TableRow(parse_guard(str(r["guard"]), f"probability table row {i}"), float(p), parse(r.get("when", True), f"row {i}")))
+            out.append(TableRow(parse_guard(str(r["guard"]), f"probability table row {i}"), float(p), parse(r.get("when", True), f"row {i}"),
+                                where and f"{where}[{i}]"))
         return cls(tuple(out))
 
     def reads(self, guard: Guard) -> tuple[Expr, ...]:
@@ -143,7 +146,8 @@ class ProbabilityTable:
 
     def resolved(self, network) -> "ProbabilityTable":
         """Rows with location names in conditions replaced by indices of ``network``."""
-        return ProbabilityTable(tuple(TableRow(r.guard, r.probability, network.resolved(r.when, f"probability of {r.guard.text()}")) for r in self.rows))
+        return ProbabilityTable(tuple(replace(r, when=network.resolved(r.when, f"{r.where}.when" if r.where else f"probability of {r.guard.text()}"))
+                                      for r in self.rows))
 
     def probability(self, guard: Guard, env, size: int) -> Answer | None:
         rows = [r for r in self.rows if r.guard.equivalent(guard)]
@@ -155,7 +159,8 @@ class ProbabilityTable:
             mask = np.broadcast_to(np.asarray(r.when.eval(env), dtype=bool), (size,))
             clash = mask & (used >= 0)
             if clash.any():
-                raise ConfigError(f"probability table: rows for {guard.text()} overlap (when {rows[used[clash][0]].when} and when {r.when})")
+                where = f"{r.where}.when" if r.where else "probability table"
+                raise ConfigError(f"{where}: rows for {guard.text()} overlap (when {rows[used[clash][0]].when} and when {r.when})")
             values[mask] = r.probability
             used[mask] = i
         return Answer(values, used, tuple(r.when for r in rows))
@@ -172,9 +177,11 @@ def parse_guard(text: str, where: str) -> Guard:
 
 @dataclass(frozen=True)
 class ProbabilityModel:
-    """Providers asked in order; the first that knows a guard answers it."""
+    """Providers asked in order; the first that knows a guard answers it. ``where`` (``spec.yaml:
+    probabilities``) names them in build-time errors."""
 
     providers: tuple[ProbabilityProvider, ...] = ()
+    where: str | None = field(default=None, compare=False, repr=False)
 
     def probability(self, guard: Guard, env, size: int) -> Answer | None:
         """Each provider fills the states that the earlier ones left without a probability."""
@@ -195,4 +202,4 @@ class ProbabilityModel:
         return tuple(w for p in self.providers for w in p.reads(guard))
 
     def resolved(self, network) -> "ProbabilityModel":
-        return ProbabilityModel(tuple(p.resolved(network) for p in self.providers))
+        return ProbabilityModel(tuple(p.resolved(network) for p in self.providers), self.where)

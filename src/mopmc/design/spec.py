@@ -123,7 +123,27 @@ def _edge(e: Any, where: str, actions: set[str] | None) -> Edge:
     updates = {str(k): parse(_expression(v, f"{where}.updates.{k}"), f"{where}.updates.{k}")
                for k, v in _mapping(e.get("updates"), f"{where}.updates").items()}
     return Edge(str(e["from"]), str(e["to"]), action, when, _strings(e.get("clocks"), f"{where}.clocks"),
-                _strings(e.get("events"), f"{where}.events"), _names(e.get("resets"), f"{where}.resets"), updates)
+                _strings(e.get("events"), f"{where}.events"), _names(e.get("resets"), f"{where}.resets"), updates, where)
+
+
+def _check_unique(automata: tuple[TimedAutomaton, ...], source: str) -> None:
+    """Automaton names and the variables they declare (location variables too) are unique, named where
+    the second is written (a clash would otherwise surface as an unrelated unknown name)."""
+    names: dict[str, int] = {}
+    owner: dict[str, int] = {}
+    for i, a in enumerate(automata):
+        where = f"{source}: automata[{i}]"
+        if a.name in names:
+            raise ConfigError(f"{where}.name: automaton name {a.name!r} is already used by automata[{names[a.name]}] "
+                              "(duplicate component names); give each automaton its own name")
+        names[a.name] = i
+        declared = [(a.location_variable, f"{where}.name" if a.location_variable == f"{a.name}_loc" else f"{where}.location_variable",
+                     "location variable")]
+        declared += [(v.name, f"{where}.variables[{j}].name", "variable") for j, v in enumerate(a.variables)]
+        for var, key, what in declared:
+            if var in owner:
+                raise ConfigError(f"{key}: {what} {var!r} is already declared by automata[{owner[var]}] ({automata[owner[var]].name})")
+            owner[var] = i
 
 
 def _check_names(automata: tuple[TimedAutomaton, ...], rewards: Mapping[str, tuple[RewardItem, ...]], source: str) -> None:
@@ -157,7 +177,7 @@ def _automaton(a: Any, where: str, actions: set[str] | None) -> TimedAutomaton:
         locvar = _name(locvar, f"{where}.location_variable")
     with _at(where):
         return TimedAutomaton(name, locs, str(a.get("initial", locs[0] if locs else "")), clocks, variables, edges,
-                              invariants, locvar)
+                              invariants, locvar, where)
 
 
 def probabilities(data: Any, where: str) -> ProbabilityModel:
@@ -171,23 +191,25 @@ def probabilities(data: Any, where: str) -> ProbabilityModel:
             _expression(r.get("when", True), f"{where}.table[{i}].when")
             if not 0.0 <= _number(r["p"], f"{where}.table[{i}].p") <= 1.0:
                 raise ConfigError(f"{where}.table[{i}].p: probability {r['p']} is outside [0, 1]")
-        providers.append(ProbabilityTable.from_rows(rows))
+        providers.append(ProbabilityTable.from_rows(rows, f"{where}.table"))
     for i, d in enumerate(_list(data.get("delays"), f"{where}.delays")):
         w = f"{where}.delays[{i}]"
         d = _keys(d, {"clock", "distribution", "scale", "truncate"}, w, ("clock",))
         distribution, scale, truncate = _delay_law(d, w)
         providers.append(DelayDistribution(_name(d["clock"], f"{w}.clock"), scale, truncate, distribution))
-    return ProbabilityModel(tuple(providers))
+    return ProbabilityModel(tuple(providers), where)
 
 
 def _check_probabilities(network: Network, provider: ProbabilityModel, where: str) -> None:
-    """Every clock and event the probabilities name is one the automata use (else a row would be ignored)."""
+    """Every clock and event the probabilities name is one the automata use (else a row would be ignored),
+    and the rows' conditions name declared variables and locations."""
     clocks = {c for a in network.components for c in a.clocks}
     events = {name for a in network.components for e in a.edges for name, _ in e.guard.events}
     for p in provider.providers:
         if isinstance(p, DelayDistribution) and p.clock not in clocks:
             raise ConfigError(f"{where}.delays: unknown clock {p.clock!r} (clocks: {', '.join(sorted(clocks)) or 'none'})")
         for i, row in enumerate(getattr(p, "rows", ())):
+            network.resolved(row.when, f"{where}.table[{i}].when")
             for c, _ in row.guard.clocks:
                 if c not in clocks:
                     raise ConfigError(f"{where}.table[{i}]: unknown clock {c!r} (clocks: {', '.join(sorted(clocks)) or 'none'})")
@@ -233,6 +255,7 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
     name = top.get("name", Path(source).stem)
     if not isinstance(name, (str, int, float)) or isinstance(name, bool):
         raise ConfigError(f"{source}: name: expected a text, got {type(name).__name__}")
+    _check_unique(automata, source)
     _check_names(automata, rewards, source)
     with _at(source):
         network = Network(automata, rewards, str(name))
