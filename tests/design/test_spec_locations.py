@@ -107,3 +107,8 @@ def test_a_design_without_a_file_keeps_naming_the_design():
                        edges=(Edge("s", "t", clocks=("z < 0.1",)), Edge("s", "t", clocks=("z < 0.2",))))
     with pytest.raises(InvalidModelError, match=r"^net: state \(A_loc=s\): A: guards of s -\[tau\]-> t"):
         convert(Network((a,), name="net"))
+
+
+def test_a_reward_on_an_unknown_action_is_named_where_it_is_given(tmp_path):
+    r = _build(tmp_path, "late_steps: [{action: act,", "late_steps: [{action: fly,")
+    assert_one_line_error(r, "spec.yaml: rewards.late_steps[0].action: ", "unknown action 'fly'", "act, obs")

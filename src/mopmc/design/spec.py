@@ -157,9 +157,13 @@ def _check_names(automata: tuple[TimedAutomaton, ...], rewards: Mapping[str, tup
             resolve(e.when, variables, locations, f"{where}.when")
             for var, up in e.updates.items():
                 resolve(up, variables, locations, f"{where}.updates.{var}")
+    actions = {x for a in automata for x in a.alphabet}
     for name, items in rewards.items():
         for i, item in enumerate(items):
             resolve(item.when, variables, locations, f"{source}: rewards.{name}[{i}].when")
+            if item.action is not None and item.action not in actions:
+                raise ConfigError(f"{source}: rewards.{name}[{i}].action: unknown action {item.action!r} "
+                                  f"(the edges' actions: {', '.join(sorted(a for a in actions if a)) or 'none'})")
 
 
 def _automaton(a: Any, where: str, actions: set[str] | None) -> TimedAutomaton:
