@@ -49,11 +49,12 @@ def check_command(
         raise PropertyError(f"--engine {engine!r}: use kernel, lp or torch")
     if device is not None and engine != "torch":
         raise PropertyError(f"--device {device}: only --engine torch runs on a device")
-    _check_export(export_scheduler, engine)
-    if plot:
+    inputs = (("the model", model), ("--props", props_file))  # no output may overwrite them (nor another output)
+    _check_export(export_scheduler, engine, inputs=inputs, outputs=(("--plot", plot),))
+    if plot is not None:
         from mopmc.queries.plot import check_plot_path
 
-        check_plot_path(plot)  # before the model is built
+        check_plot_path(plot, inputs=inputs)  # before the model is built
     text = prop if prop is not None else read_property_file(props_file)
     if precision is not None:
         _check_precision(precision, None, "multi(" in text.replace(" ", ""))
@@ -66,7 +67,7 @@ def check_command(
     if precision is not None:
         for i, p in enumerate(props):
             _check_precision(precision, f"property {i + 1} ({p.text})", p.multi)
-    if plot:
+    if plot is not None:
         from mopmc.queries.plot import check_plottable
 
         if len(props) != 1:
@@ -76,7 +77,7 @@ def check_command(
     for p in props:
         if p.multi:
             row, res = _multi(loaded.model, p, engine, precision, device, exact_margin)
-            if plot:
+            if plot is not None:
                 from mopmc.queries.plot import plot_pareto
 
                 plot_pareto(res, plot)
@@ -153,14 +154,15 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
     return out, res
 
 
-def _check_export(path: str | None, engine: str) -> None:
-    """Before the model is built: ``--export-scheduler`` names a file in an existing folder and the
-    engine computes schedulers."""
+def _check_export(path: str | None, engine: str, *, inputs=(), outputs=()) -> None:
+    """Before the model is built: ``--export-scheduler`` names a file in an existing folder, none of
+    the ``inputs`` or other ``outputs`` (:func:`~mopmc.design.build.check_output`), and the engine
+    computes schedulers."""
     if path is None:
         return
     from mopmc.design.build import check_output
 
-    check_output(path, "--export-scheduler")
+    check_output(path, "--export-scheduler", inputs=inputs, outputs=outputs)
     if engine == "lp":
         raise PropertyError(f"--export-scheduler {path}: the lp engine computes values, not schedulers; "
                             "use --engine kernel or torch")

@@ -21,11 +21,15 @@ app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
 def parse_vector(text: str | None, option: str, m: int) -> list[float] | None:
-    """``"1.9,0.22"`` -> floats; the count must match the objectives."""
+    """``"1.9,0.22"`` -> floats; the count must match the objectives, and no entry is empty."""
     if text is None:
         return None
+    parts = text.split(",")
+    if any(not x.strip() for x in parts):
+        raise PropertyError(f"{option} {text!r}: an entry is empty; expected {m} comma-separated numbers, "
+                            f"e.g. {option} 1.9,0.22")
     try:
-        out = [float(x) for x in text.split(",") if x.strip()]
+        out = [float(x) for x in parts]
     except ValueError:
         raise PropertyError(f"{option} {text!r}: expected comma-separated numbers, e.g. {option} 1.9,0.22") from None
     if len(out) != m or not all(math.isfinite(x) for x in out):
@@ -124,6 +128,7 @@ def load_binding(spec: str | None):
 
 def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter, engine,
                    json_out, export_path, binding, kind, device=None, plot=None) -> None:
+    prop = _one_prop(prop)
     if soft and target is not None:
         raise PropertyError("--soft uses the thresholds as the target; do not also give --target")
     if engine not in ("kernel", "lp", "torch"):
@@ -136,20 +141,25 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
         check_device_name(device)  # no torch or a misspelt device fails before the model is built
     if kind not in ("randomised", "mixture"):
         raise PropertyError(f"--scheduler-kind {kind!r}: use randomised or mixture")
+    inputs = (("the model", model), ("--binding", binding))  # no output may overwrite them (nor another output)
     if plot is not None:
         from mopmc.queries.plot import _pyplot, check_plot_path
 
-        check_plot_path(plot)
+        check_plot_path(plot, inputs=inputs)
         _pyplot()  # no matplotlib: say so before the model is built
     if loss not in ("mse", "wmse", "var"):
         raise PropertyError(f"--loss {loss!r}: use mse, wmse or var")
+    if loss == "var" and target is not None:
+        raise PropertyError(f"--target {target}: the var loss has no target (it measures the spread of the values); "
+                            "use --loss mse or wmse")
     from mopmc.queries.tolerances import check_tolerances
 
     check_tolerances(eps_rel, eps_abs, max_iter, names=("--eps-rel", "--eps-abs", "--max-iter"))
     if export_path is not None:
         from mopmc.design.build import check_output
 
-        check_output(export_path, "--export-scheduler")  # a missing folder fails before the model is built
+        # a missing folder, or an input or --plot under the same name, fails before the model is built
+        check_output(export_path, "--export-scheduler", inputs=inputs, outputs=(("--plot", plot),))
     if binding is not None and export_path is None:
         raise PropertyError(f"--binding {binding}: the binding goes into the exported scheduler file; "
                             "it requires --export-scheduler FILE")
@@ -192,6 +202,15 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
         show(model, out)
 
 
+def _one_prop(prop: str | list[str] | tuple) -> str:
+    """The one ``--prop`` of a convex query: a repeated ``--prop`` is refused, not cut to its last."""
+    if isinstance(prop, str):
+        return prop
+    if len(prop) != 1:
+        raise PropertyError(f"--prop is given {len(prop)} times: a convex query takes exactly one multi(...) property")
+    return prop[0]
+
+
 def show(title: str, out: dict) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -221,7 +240,7 @@ def show(title: str, out: dict) -> None:
 @app.command("convex")
 def convex(
     model: str = typer.Argument(..., help="Model file (PRISM, JANI, UMB) or example:NAME."),
-    prop: str = typer.Option(..., "--prop", help="One multi(...) property; its thresholds give the box (or the target with --soft)."),
+    prop: List[str] = typer.Option(..., "--prop", help="One multi(...) property; its thresholds give the box (or the target with --soft)."),
     const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,...]; may be repeated."),
     loss: str = typer.Option("mse", "--loss", help="mse, wmse or var (original units)."),
     target: Optional[str] = typer.Option(None, "--target", help="Target t1,t2,... of mse/wmse (default: the origin)."),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -21,10 +21,10 @@ ParamsOpt = typer.Option(None, "--params", help="Parameter file (YAML) for the s
 @app.command()
 def build(
     spec: str = SpecArg,
-    out: Path = typer.Option(..., "--out", help="Output model: .prism (PRISM text) or .umb (binary)."),
+    out: str = typer.Option(..., "--out", help="Output model: .prism (PRISM text) or .umb (binary)."),
     params: Optional[Path] = ParamsOpt,
     n: Optional[int] = typer.Option(None, "--n", help="Episode length n (switch specs only); overrides the parameter file."),
-    binding_out: Optional[Path] = typer.Option(None, "--binding", help="Where to write the variable binding JSON (switch specs; default MODEL.binding.json)."),
+    binding_out: Optional[str] = typer.Option(None, "--binding", help="Where to write the variable binding JSON (switch specs; default MODEL.binding.json)."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
     """Compose the automata, convert to an MDP and write it (paper Sec. 3.3)."""
@@ -35,11 +35,11 @@ def build(
         t0 = time.perf_counter()
         _check_n(n)
         result = build_design(spec, out, params=params, n=n, binding_path=binding_out)
-        summary = {"spec": spec, "out": str(out), **result.summary(), "seconds": round(time.perf_counter() - t0, 3)}
+        summary = {"spec": spec, "out": str(result.out), **result.summary(), "seconds": round(time.perf_counter() - t0, 3)}
         if json_out:
             print_json(summary)
             return
-        typer.echo(f"{summary['states']} states, {summary['choices']} choices, {summary['transitions']} transitions -> {out}")
+        typer.echo(f"{summary['states']} states, {summary['choices']} choices, {summary['transitions']} transitions -> {result.out}")
         if result.binding_path is not None:
             typer.echo(f"binding -> {result.binding_path}")
 
@@ -49,7 +49,7 @@ def build(
 @app.command()
 def show(
     spec: str = SpecArg,
-    out: Path = typer.Option(..., "--out", help="Picture: .dot (Graphviz text), or .png/.svg/.pdf (needs Graphviz 'dot')."),
+    out: str = typer.Option(..., "--out", help="Picture: .dot (Graphviz text), or .png/.svg/.pdf (needs Graphviz 'dot')."),
     component: Optional[str] = typer.Option(None, "--component", help="Draw one automaton instead of the composition."),
     params: Optional[Path] = ParamsOpt,
 ) -> None:
@@ -60,12 +60,12 @@ def show(
         from mopmc.design.dot import automaton_dot, network_dot, render
         from mopmc.design.spec import load_design
 
-        check_output(out, "--out")
+        path = check_output(out, "--out", inputs=(("the spec", spec), ("--params", params)))
         design = load_design(spec, params)
         net = design.network
         text = automaton_dot(net.component(component)) if component else network_dot(net)
-        render(text, out)
-        typer.echo(f"{component or net.name} -> {out}")
+        render(text, path)
+        typer.echo(f"{component or net.name} -> {path}")
 
     run_cli(body)
 
@@ -83,7 +83,7 @@ def sensitivity(
     out: Path = typer.Option(..., "--out", help="Folder for the runs (resumed when it holds some), CSV, Markdown and the box plots."),
     params: Optional[Path] = typer.Option(None, "--params", help="Parameter file (YAML) of the switch; default: the built-in Table 3 set."),
     n: Optional[int] = typer.Option(None, "--n", help="Episode length n; overrides the parameter file."),
-    prop: Optional[str] = typer.Option(None, "--prop", help="The multi(...) property of the convex query; default: Table 3's (the mo thresholds)."),
+    prop: Optional[List[str]] = typer.Option(None, "--prop", help="The multi(...) property of the convex query; default: Table 3's (the mo thresholds)."),
     soft: bool = typer.Option(True, "--soft/--box", help="--soft: MSE to the thresholds, no box (the paper's query); --box: MSE to the origin within the thresholds."),
     loss: str = typer.Option("mse", "--loss", help="mse or var."),
     levels: str = typer.Option(",".join(f"{d:g}" for d in (0.015 * i for i in range(1, 11))), "--levels",
@@ -99,6 +99,7 @@ def sensitivity(
     """Sensitivity of the convex query to every probability of the parameter file (paper Figure 9)."""
 
     def body():
+        from mopmc.cli.convex import _one_prop
         from mopmc.cli.table3 import MO, _multi
         from mopmc.design import sensitivity as sens
         from mopmc.design.params import load_parameters
@@ -117,6 +118,7 @@ def sensitivity(
             raise ConfigError(f"--loss {loss!r}: use mse or var")
         check_eps_rel(eps_rel)
         _check_n(n)
+        one = _one_prop(prop) if prop else None  # a repeated --prop is refused, not cut to its last
         try:
             lv = tuple(float(x) for x in levels.split(",") if x.strip())
         except ValueError:
@@ -124,7 +126,7 @@ def sensitivity(
         p = load_parameters(params if params is not None else "table3")
         if n is not None:
             p = p.with_n(n)
-        query = sens.Query(prop or _multi(MO), loss, soft, eps_rel, engine, device)
+        query = sens.Query(one or _multi(MO), loss, soft, eps_rel, engine, device)
         bar = None
         if not json_out and sys.stderr.isatty():  # a transient bar ends with an empty line elsewhere
             from rich.console import Console

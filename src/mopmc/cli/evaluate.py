@@ -19,13 +19,15 @@ from mopmc.errors import PropertyError
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
 
-def evaluate_command(model: str, scheduler: str, prop: str, const, json_out: bool, missing: str,
+def evaluate_command(model: str, scheduler: str, prop: str | list[str], const, json_out: bool, missing: str,
                      vertex: int | None = None) -> None:
+    from mopmc.cli.check import _join_props
     from mopmc.engine.evaluate import evaluate
     from mopmc.errors import SchedulerError
     from mopmc.io.load import load
     from mopmc.io.scheduler_file import read_scheduler
 
+    prop = _join_props(prop)  # a repeated --prop: all its properties, in order (as mopmc check)
     if missing not in ("error", "first"):
         raise PropertyError(f"--missing {missing!r}: use error or first")
     if vertex is not None and vertex < 0:
@@ -74,7 +76,7 @@ def evaluate_command(model: str, scheduler: str, prop: str, const, json_out: boo
 def evaluate_cmd(
     model: str = typer.Argument(..., help="Model file (PRISM, JANI, UMB) or example:NAME."),
     scheduler: str = typer.Option(..., "--scheduler", help="A scheduler file (docs/formats.md)."),
-    prop: str = typer.Option(..., "--prop", help="Objectives to evaluate: properties or one multi(...)."),
+    prop: List[str] = typer.Option(..., "--prop", help="Objectives to evaluate: properties or one multi(...); may be repeated (in order)."),
     const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,...]; may be repeated."),
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
     missing: str = typer.Option("error", "--missing", help="A reachable state with several choices and no entry: error, or take its first choice (runtime files list decision points only)."),

@@ -98,7 +98,8 @@ def _simulate(
     if log is not None:
         from mopmc.design.build import check_output
 
-        check_output(log, "--log")  # a missing folder fails before the episodes run, not after
+        # a missing folder, or an input under the same name, fails before the episodes run, not after
+        check_output(log, "--log", inputs=(("--config", config), ("--switch", switch)))
     cfg = load_config(config) if config is not None else RuntimeConfig()
     if ttc_score or hw_score:
         cfg = dataclasses.replace(
@@ -159,7 +160,8 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
         check_n(n, "--n")
     from mopmc.design.build import check_output
 
-    check_output(out, "--out")  # as design build: a missing folder is an error, not created
+    # as design build: a missing folder is an error, not created; an input is not overwritten
+    check_output(out, "--out", inputs=(("--config", config), ("--reference", reference), *(("LOGS", g) for g in logs)))
     cfg = load_config(config) if config is not None else RuntimeConfig()
     if reference is None and (ttc_score is None or hw_score is None):
         raise ConfigError("give --reference RUN (a run whose P10 TTC and P50 HW become the scores) or both "

@@ -239,8 +239,10 @@ def table3_cmd(
         if binding is not None and model in (None, "paper-switch"):
             raise PropertyError(f"--binding {binding}: the built-in paper-switch has its own binding; give --binding "
                                 "with a model file")
-        if export_scheduler:
-            check_output(export_scheduler, "--export-scheduler")
+        if export_scheduler:  # not over the model or a binding (the sidecar MODEL.binding.json too)
+            sidecar = f"{model}.binding.json" if model else None
+            check_output(export_scheduler, "--export-scheduler",
+                         inputs=(("the model", model), ("--binding", binding), ("the model's binding", sidecar)))
         console = Console(stderr=True)
         with console.status("table 3") as status:
             out = table3(model, export_scheduler or None, storm, eps_rel,

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,16 +44,46 @@ def convert_design(design: Design) -> Conversion:
     return convert(design.network, design.provider)
 
 
-def check_output(path: str | Path, option: str) -> Path:
-    """``path`` as an output file: not a folder, in a folder that exists (checked before the work)."""
+def check_output(path: str | Path, option: str, *, inputs=(), outputs=()) -> Path:
+    """``path`` as an output file, checked before the work: not empty, not a folder (nor named as
+    one, with a trailing slash), in a folder that exists and is writable, and not the same file as
+    one of the command's ``inputs`` or other ``outputs``: pairs ``(name, path)``, e.g. ``("the
+    model", "m.nm")`` or ``("--plot", "front.png")`` (a ``None`` path is skipped)."""
+    text = str(path)
+    if not text.strip():
+        raise ConfigError(f"{option}: the path is empty; give a file name")
     path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{option} {path}: is a directory; give a file name")
-    parent = path.parent
-    if not parent.is_dir():
-        what = "is not a directory" if parent.exists() else "does not exist"
-        raise ConfigError(f"{option} {path}: the folder {parent} {what}")
+    try:
+        if path.is_dir():
+            raise ConfigError(f"{option} {path}: is a directory; give a file name")
+        if text.endswith(("/", os.sep)):
+            raise ConfigError(f"{option} {text}: ends with a slash, as a folder does; give a file name")
+        parent = path.parent
+        if not parent.is_dir():
+            what = "is not a directory" if parent.exists() else "does not exist"
+            raise ConfigError(f"{option} {path}: the folder {parent} {what}")
+    except OSError as e:  # e.g. a name too long for the file system
+        raise ConfigError(f"{option} {path}: not a usable file name ({e.strerror})") from None
+    if not os.access(parent, os.W_OK):
+        raise ConfigError(f"{option} {path}: cannot write in the folder {parent}")
+    for output, pairs in ((False, inputs), (True, outputs)):
+        for name, other in pairs:
+            if other is not None and _same_file(path, Path(other), output):
+                raise ConfigError(f"{option} {path} is the same file as {name} {other}: it would overwrite it; "
+                                  "give another file name")
     return path
+
+
+def _same_file(path: Path, other: Path, output: bool) -> bool:
+    """Whether ``path`` and ``other`` name one file: an existing one (links included), or, for an
+    ``output`` (not written yet), the same resolved name. An input that does not exist (e.g. a
+    built-in ``paper-switch``) is no file."""
+    try:
+        if path.exists() and other.exists():
+            return os.path.samefile(path, other)
+        return output and path.resolve() == other.resolve()
+    except (OSError, RuntimeError):  # a symlink loop, an unreadable folder: not known to be the same
+        return False
 
 
 def write_text(path: Path, text: str, option: str) -> Path:
@@ -67,13 +98,13 @@ def write_text(path: Path, text: str, option: str) -> Path:
 def build_design(spec: str | Path, out: str | Path | None = None, *, params: str | Path | None = None,
                  n: int | None = None, binding_path: str | Path | None = None) -> BuildResult:
     """Load ``spec``, convert it, write ``out`` (``.prism``/``.nm`` text or ``.umb``) and the binding JSON."""
-    out = Path(out) if out is not None else None
-    if out is not None:
-        check_output(out, "--out")  # (a folder first: its empty suffix is no format to complain of)
+    inputs = (("the spec", spec), ("--params", params))
+    if out is not None:  # (a folder first: its empty suffix is no format to complain of)
+        out = check_output(out, "--out", inputs=inputs)
     if out is not None and out.suffix.lower() not in FORMATS:
         raise ConfigError(f"{out}: unknown model format {out.suffix!r}; use .prism or .umb")
     if binding_path is not None:
-        check_output(binding_path, "--binding")
+        check_output(binding_path, "--binding", inputs=inputs, outputs=(("--out", out),))
     design = load_design(spec, params)
     if design.parameters is None:
         for option, value in (("--n", n), ("--binding", binding_path)):
@@ -81,12 +112,15 @@ def build_design(spec: str | Path, out: str | Path | None = None, *, params: str
                 raise ConfigError(f"{option} applies to switch specs only; {spec} is a network of automata")
     if n is not None:
         design = switch_design(design.parameters.with_n(n))
-    conv = convert_design(design)
-    if out is not None:
-        write_model(conv, out)
     bpath = None
     if design.binding is not None and out is not None:
         bpath = Path(binding_path) if binding_path is not None else out.with_name(out.name + ".binding.json")
+        if binding_path is None:  # the default beside the model: not an input either
+            check_output(bpath, "the default --binding", inputs=inputs)
+    conv = convert_design(design)
+    if out is not None:
+        write_model(conv, out)
+    if bpath is not None:
         write_text(bpath, json.dumps(design.binding, indent=2) + "\n", "--binding")
     return BuildResult(conv, design, out, bpath)
 

@@ -339,12 +339,16 @@ def _identifier_at(text: str, m: re.Match) -> str | None:
         return None
     found = re.match(r"[A-Za-z_]\w*", lines[line][col:])
     if found is not None and not (col > 0 and re.match(r"[\w.]", lines[line][col - 1])):
-        return found.group()
+        return found.group() if _used_as_name(found.group(), lines[line][col + found.end():]) else None
     near = (m.group(4) or "").strip()  # Storm's column is sometimes of a sub-parse: what follows "here:"
-    found = re.match(r"([A-Za-z_]\w*)\s*(.?.?)", near)
-    if found is None or re.match(r"[{<>\[]|min|max|=\?", found.group(2)):  # an operator: P{, Rmin, T=?
-        return None
-    return found.group(1)
+    found = re.match(r"[A-Za-z_]\w*", near)
+    return found.group() if found is not None and _used_as_name(found.group(), near[found.end():]) else None
+
+
+def _used_as_name(word: str, rest: str) -> bool:
+    """Whether ``word`` followed by ``rest`` stands where a value goes: any word that is not of the
+    property language, and one that is (``T``, ``F``) when no operand follows it (``T=1``, ``<=T [C]``)."""
+    return word not in _PROPERTY_WORDS or re.match(r"\s*(?:$|[\])&|;\[]|=(?!\?))", rest) is not None
 
 
 def check_labels(program, formulas, where: str) -> None:

@@ -9,6 +9,7 @@ extends upwards (larger values are worse). matplotlib is imported here only, and
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -106,22 +107,35 @@ def plot_pareto(result, path: str | Path, title: str | None = None) -> Path:
         ax.set_zlabel(names[2])
     ax.set_title(title or f"Pareto front: {len(pts)} vertices")
     ax.legend(loc="best", fontsize=8)
+    return _save(plt, fig, path)
+
+
+def _save(plt, fig, path: str | Path) -> Path:
+    """Write and close ``fig``; an OS error (permissions, a read-only folder, a full disk) is one line."""
     path = Path(path)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
+    try:
+        fig.savefig(path, dpi=120, bbox_inches="tight")
+    except OSError as e:
+        raise PropertyError(f"--plot {path}: cannot write the picture ({e.strerror or e})") from None
+    finally:
+        plt.close(fig)
     return path
 
 
 PLOT_SUFFIXES = (".png", ".pdf", ".svg")
 
 
-def check_plot_path(path: str | Path, option: str = "--plot") -> Path:
-    """A picture file name matplotlib writes (by its suffix), in an existing folder."""
-    path = Path(path)
+def check_plot_path(path: str | Path, option: str = "--plot", *, inputs=(), outputs=()) -> Path:
+    """A picture file name matplotlib writes (by its suffix), checked before the work as any output
+    (:func:`mopmc.design.build.check_output`: a writable folder, not one of the command's ``inputs``
+    or other ``outputs``); an existing file must be writable (matplotlib writes it in place)."""
+    from mopmc.design.build import check_output
+
+    path = check_output(path, option, inputs=inputs, outputs=outputs)
     if path.suffix.lower() not in PLOT_SUFFIXES:
         raise PropertyError(f"{option} {path}: give a {', '.join(PLOT_SUFFIXES)} file")
-    if not path.parent.is_dir():
-        raise PropertyError(f"{option} {path}: the folder {path.parent} does not exist")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PropertyError(f"{option} {path}: the file cannot be written")
     return path
 
 
@@ -162,10 +176,7 @@ def plot_convex(result, path: str | Path, title: str | None = None) -> Path:
         _objective_space(axes[0][2], result)
     fig.suptitle(title or f"convex query: {result.status}, {result.iterations} iterations", fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120, bbox_inches="tight")
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def _objective_space(ax, result) -> None:
