@@ -8,6 +8,7 @@ front point: ``--vertex I`` picks one.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import List, Optional
 
@@ -25,7 +26,7 @@ def evaluate_command(model: str, scheduler: str, prop: str | list[str], const, j
     from mopmc.engine.evaluate import evaluate
     from mopmc.errors import SchedulerError
     from mopmc.io.load import load
-    from mopmc.io.scheduler_file import read_scheduler
+    from mopmc.io.scheduler_file import point_note, read_scheduler
 
     prop = _join_props(prop)  # a repeated --prop: all its properties, in order (as mopmc check)
     if missing not in ("error", "first"):
@@ -50,6 +51,9 @@ def evaluate_command(model: str, scheduler: str, prop: str | list[str], const, j
     except SchedulerError as exc:  # the engine's words for the library; the CLI names the file and option
         text = exc.one_line().replace("evaluate with missing='first'", "evaluate with --missing first")
         raise SchedulerError(text if text.startswith(f"{scheduler}: ") else f"{scheduler}: {text}") from None
+    note = point_note(scheduler, meta, [o.text for o in objectives], ev.values)
+    if note:  # the file's own objectives, evaluated to other values than its point
+        sys.stderr.write(f"note: {note}\n")
     out = {
         "model": model, "scheduler": scheduler, "kind": meta["kind"],
         "objectives": [o.text for o in objectives], "values": ev.values.tolist(),

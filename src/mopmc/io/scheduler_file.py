@@ -210,12 +210,13 @@ def write_document(path: str | Path, doc: dict) -> Path:
     return path
 
 
-def check_binding(model: SparseMDP, binding: Mapping, where: str = "--binding") -> None:
-    """Refuse a runtime binding that does not fit ``model`` (before a long query, not at its export)."""
-    _runtime_filter(model, binding, where)
+def check_binding(model: SparseMDP, binding: Mapping, where: str = "--binding", *, in_file: bool = False) -> None:
+    """Refuse a runtime binding that does not fit ``model`` (before a long query, not at its export).
+    ``in_file``: ``where`` is a scheduler file holding the binding (messages then name the key ``binding``)."""
+    _runtime_filter(model, binding, where, in_file=in_file)
 
 
-def _runtime_filter(model: SparseMDP, binding: Mapping | None, where: str = "--binding"):
+def _runtime_filter(model: SparseMDP, binding: Mapping | None, where: str = "--binding", *, in_file: bool = False):
     """States at the binding's choose/exit_check locations whose choices are all switch choices."""
     if binding is None:
         raise SchedulerError("a runtime scheduler file needs a binding (the switch's variables and locations)")
@@ -228,7 +229,8 @@ def _runtime_filter(model: SparseMDP, binding: Mapping | None, where: str = "--b
     used = {rb.timestep, rb.consecutive_calls, rb.configuration} | {v for val in rb.locations.values() for v in val}
     used |= {o.variable for o in rb.observations.values()}
     if not used <= set(names):
-        raise SchedulerError(f"{where}: variable(s) {', '.join(sorted(used - set(names)))} are not variables of the "
+        key = "binding: " if in_file else ""
+        raise SchedulerError(f"{where}: {key}variable(s) {', '.join(sorted(used - set(names)))} are not variables of the "
                              f"model ({', '.join(names)}); is the binding for another model?")
     actions = {model.action_of(c) for c in range(model.n_choices)}
     # a switch whose episodes end before the secondary may be left (n <= k: the timestep never
@@ -339,8 +341,8 @@ def _check_binding_document(b: Mapping) -> None:
 
 
 # ---------------------------------------------------------------------------------------- reading
-_TOP = {FORMAT: ({"format", "version", "model", "kind"},
-                 {"objectives", "point", "binding", "memory", "entries", "components"}),
+_TOP = {FORMAT: ({"format", "version", "model", "kind", "objectives", "point"},
+                 {"binding", "memory", "entries", "components"}),
         PARETO_FORMAT: ({"format", "version", "model", "objectives", "schedulers", "vertices"}, {"status", "memory"})}
 
 
@@ -361,6 +363,45 @@ def _keys(name: str, value: Any, where: str, required: set[str], optional: set[s
     if missing:
         raise SchedulerError(f"{name}: {where}: missing key {missing[0]!r}" + (f" (an object {shape})" if shape else ""))
     return value
+
+
+#: how far ``mopmc evaluate``'s values may lie from a file's ``point`` (relative, at least absolute
+#: 1e-6) before :func:`point_note` speaks: the exporters write the scheduler's evaluated value, and
+#: evaluation gives it back to rounding (about 1e-15 on the shipped and reference models; a single
+#: objective's point is the kernel's value, within its relative precision, 1e-6 by default, on
+#: cyclic parts too large for exact solving), so a larger difference means an edited file, another
+#: model with the same fingerprint, or a query run with a coarse --precision
+POINT_TOLERANCE = 1e-5
+
+
+def _formula_key(text: str) -> str:
+    return "".join(text.split())
+
+
+def point_note(path: str | Path, meta: Mapping, objectives: Sequence[str], values: Sequence[float]) -> str | None:
+    """The ``note:`` text for ``mopmc evaluate`` when the evaluated ``objectives`` (formula texts) are
+    the file's own (same formulas, same order; spaces ignored) and ``values`` differ from the file's
+    ``point`` by more than ``POINT_TOLERANCE * max(1, |value|)``; ``None`` otherwise.
+
+    ``meta`` is :func:`read_scheduler`'s metadata (``objectives`` and ``point``)."""
+    own, point = meta.get("objectives"), meta.get("point")
+    if not isinstance(own, list) or not isinstance(point, list) or len(own) != len(objectives) or len(point) != len(values):
+        return None
+    if [_formula_key(o) for o in own] != [_formula_key(o) for o in objectives]:
+        return None
+    far = []
+    for i, (v, p) in enumerate(zip(values, point)):
+        v, p = float(v), float(p)
+        if v == p or (np.isnan(v) and np.isnan(p)):
+            continue
+        if not (abs(v - p) <= POINT_TOLERANCE * max(1.0, abs(v))):  # NaN or infinity on one side only: far
+            far.append(f"{objectives[i]}: {v:.10g}, the file says {p:.10g}")
+    if not far:
+        return None
+    where = f" (vertex {meta['vertex']})" if meta.get("vertex") is not None else ""
+    return (f"{path}: the evaluated values differ from the file's point{where} by more than {POINT_TOLERANCE:g} "
+            f"(relative): {'; '.join(far)}; was the file edited, computed on another model with the same "
+            "fingerprint (other constants), or with a coarse --precision?")
 
 
 def read_scheduler(path: str | Path, model: SparseMDP, *, vertex: int | None = None) -> tuple[Policy | Mixture, dict]:
@@ -386,16 +427,31 @@ def read_scheduler(path: str | Path, model: SparseMDP, *, vertex: int | None = N
             hint = " (written by an older mopmc check --export-scheduler; export the scheduler again)"
         raise SchedulerError(f"{name}: not a {fmt if fmt in _TOP else FORMAT} version {VERSION} file{hint}")
     _keys(name, doc, "top level", *_TOP[fmt], "")
-    fp = _keys(name, doc["model"], "model", set(), {"states", "choices", "variables"}, "{states, choices, variables}")
-    if fp.get("states") != model.n_states or fp.get("choices") != model.n_choices:
-        raise SchedulerError(f"{name}: model: computed on a model with {fp.get('states')} states and {fp.get('choices')} "
+    fp = _keys(name, doc["model"], "model", {"states", "choices", "variables"}, set(), "{states, choices, variables}")
+    for key in ("states", "choices"):
+        if not _is_int(fp[key]) or fp[key] < 0:
+            raise SchedulerError(f"{name}: model.{key}: expected an integer >= 0 (the number of {key}), "
+                                 f"got {_short(fp[key])}")
+    if not isinstance(fp["variables"], list) or not all(isinstance(v, str) for v in fp["variables"]):
+        raise SchedulerError(f"{name}: model.variables: expected a list of variable names, got {_short(fp['variables'])}")
+    if fp["states"] != model.n_states or fp["choices"] != model.n_choices:
+        raise SchedulerError(f"{name}: model: computed on a model with {fp['states']} states and {fp['choices']} "
                              f"choices, this one has {model.n_states} and {model.n_choices}")
     have = list(model.valuations.names) if model.valuations is not None else []
-    if fp.get("variables") and fp["variables"] != have:
+    if fp["variables"] and fp["variables"] != have:
         raise SchedulerError(f"{name}: model.variables: {fp['variables']} differ from the model's {have}")
-    if doc.get("objectives") is not None and (not isinstance(doc["objectives"], list)
-                                              or not all(isinstance(o, str) for o in doc["objectives"])):
-        raise SchedulerError(f"{name}: objectives: expected a list of formula strings, got {doc['objectives']!r}")
+    objectives = doc["objectives"]
+    if not isinstance(objectives, list) or not objectives or not all(isinstance(o, str) for o in objectives):
+        raise SchedulerError(f"{name}: objectives: expected a non-empty list of formula strings, got {_short(objectives)}")
+    if fmt == PARETO_FORMAT and "status" in doc and not isinstance(doc["status"], str):
+        raise SchedulerError(f"{name}: status: expected the query's status as a string (optimal, iteration_limit), "
+                             f"got {_short(doc['status'])}")
+    if fmt == FORMAT and "binding" in doc:  # the checks of mopmc convex/table3 --binding and of the runtime's loader
+        from mopmc.runtime.scheduler import read_binding
+
+        read_binding(doc["binding"], name)
+        if model.valuations is not None:  # (without, the variables and locations cannot be looked up)
+            check_binding(model, doc["binding"], name, in_file=True)
     reader = _EntryReader(name, model, _read_memory(name, doc, model))
     if fmt == PARETO_FORMAT:
         if vertex is None:
@@ -406,7 +462,7 @@ def read_scheduler(path: str | Path, model: SparseMDP, *, vertex: int | None = N
     if vertex is not None:
         raise SchedulerError(f"{name}: --vertex {vertex}: this file holds one scheduler ({FORMAT}), not a Pareto front "
                              f"({PARETO_FORMAT}); leave out --vertex")
-    _check_point(name, doc.get("point"), "point")
+    _check_point(name, doc["point"], "point", len(objectives))
     meta = {k: doc.get(k) for k in ("kind", "objectives", "point")}
     kind = doc.get("kind")
     if kind not in ("deterministic", "randomised", "mixture"):
@@ -427,14 +483,16 @@ def read_scheduler(path: str | Path, model: SparseMDP, *, vertex: int | None = N
             _keys(name, c, f"components[{i}]", {"weight", "entries"}, set(), "{weight, entries}")
             if not _is_number(c.get("weight")):
                 raise SchedulerError(f"{name}: components[{i}].weight: expected a number, got {c.get('weight')!r}")
-            pols.append(reader.policy(c["entries"], f"components[{i}].entries"))
+            pols.append(reader.policy(c["entries"], f"components[{i}].entries",
+                                      deterministic="the components of a mixture are deterministic schedulers"))
             weights.append(float(c["weight"]))
         return Mixture(_weights(name, "components", weights), tuple(pols)), meta
     if "components" in doc:
         raise SchedulerError(f"{name}: top level: a {kind} scheduler has 'entries' and no 'components'")
     if "entries" not in doc:
         raise SchedulerError(f"{name}: missing key 'entries' (a list of {{state, choices}})")
-    return reader.policy(doc["entries"], "entries", deterministic=kind == "deterministic"), meta
+    return reader.policy(doc["entries"], "entries", deterministic="kind is deterministic" if kind == "deterministic"
+                         else None), meta
 
 
 def _read_memory(name: str, doc: dict, model: SparseMDP) -> np.ndarray:
@@ -457,9 +515,13 @@ def _read_memory(name: str, doc: dict, model: SparseMDP) -> np.ndarray:
     return np.array(masks, bool)
 
 
-def _check_point(name: str, point: Any, where: str, required: bool = False) -> None:
-    if (point is not None or required) and (not isinstance(point, list) or not all(_is_number(x) for x in point)):
-        raise SchedulerError(f"{name}: {where}: expected a list of numbers, got {point!r}")
+def _check_point(name: str, point: Any, where: str, length: int) -> None:
+    """A point: a list of numbers, one per objective (docs/formats.md: same order and length as objectives)."""
+    if not isinstance(point, list) or not all(_is_number(x) for x in point):
+        raise SchedulerError(f"{name}: {where}: expected a list of numbers, got {_short(point)}")
+    if len(point) != length:
+        raise SchedulerError(f"{name}: {where}: {len(point)} value(s) for {length} objective(s); a point has one value "
+                             "per entry of objectives, in the same order")
 
 
 def _weights(name: str, where: str, weights: list[float]) -> np.ndarray:
@@ -478,11 +540,11 @@ def _read_pareto_vertex(name: str, doc: dict, reader: "_EntryReader", vertex: in
         raise SchedulerError(f"{name}: vertices: expected a non-empty list of {{point, components}}, got {_short(verts)}")
     for i, s in enumerate(scheds):
         _keys(name, s, f"schedulers[{i}]", {"point", "entries"}, set(), "{point, entries}")
-        _check_point(name, s["point"], f"schedulers[{i}].point", required=True)
+        _check_point(name, s["point"], f"schedulers[{i}].point", len(doc["objectives"]))
     for i, v in enumerate(verts):
         where = f"vertices[{i}]"
         _keys(name, v, where, {"point", "components"}, set(), "{point, components}")
-        _check_point(name, v["point"], f"{where}.point", required=True)
+        _check_point(name, v["point"], f"{where}.point", len(doc["objectives"]))
         comps = v["components"]
         if not isinstance(comps, list) or not comps:
             raise SchedulerError(f"{name}: {where}.components: expected a non-empty list of {{weight, scheduler}}, "
@@ -501,7 +563,7 @@ def _read_pareto_vertex(name: str, doc: dict, reader: "_EntryReader", vertex: in
     v = verts[vertex]
     comps = [c for c in v["components"] if c["weight"] > 0]
     pols = tuple(reader.policy(scheds[c["scheduler"]]["entries"], f"schedulers[{c['scheduler']}].entries",
-                               deterministic=True) for c in comps)
+                               deterministic="the schedulers of a Pareto file are deterministic") for c in comps)
     meta = {"kind": "deterministic" if len(pols) == 1 else "mixture", "objectives": doc["objectives"],
             "point": v["point"], "vertex": vertex, "vertices": len(verts)}
     if len(pols) == 1:
@@ -539,7 +601,9 @@ class _EntryReader:
             raise SchedulerError(f"{self.name}: {where}: the model has no state {valuation}")
         return s
 
-    def policy(self, entries: Any, where: str, deterministic: bool = False) -> Policy:
+    def policy(self, entries: Any, where: str, deterministic: str | None = None) -> Policy:
+        """The entries as a :class:`Policy`; ``deterministic``: why each entry must list one choice
+        (the start of the message when one lists more), or ``None``."""
         if not isinstance(entries, list):
             raise SchedulerError(f"{self.name}: {where}: expected a list of {{state, choices}}, got {type(entries).__name__}")
         states, memory, indptr, choice, prob = [], [], [0], [], []
@@ -588,8 +652,9 @@ class _EntryReader:
                 choice.append(int(self.model.row_groups[s]) + names.index(key))
                 prob.append(float(p))
             if deterministic and len(cs) != 1:
-                raise SchedulerError(f"{self.name}: {ew}.choices: kind is deterministic but the entry lists {len(cs)} "
-                                     "choices; give one choice with probability 1, or set kind to randomised")
+                fix = ", or set kind to randomised" if deterministic.startswith("kind") else ""
+                raise SchedulerError(f"{self.name}: {ew}.choices: {deterministic}, but the entry lists {len(cs)} "
+                                     f"choices; give one choice with probability 1{fix}")
             states.append(s)
             memory.append(mem)
             indptr.append(len(choice))

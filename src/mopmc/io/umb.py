@@ -142,6 +142,20 @@ def _counts(pointers: np.ndarray, name: str, what: str, where: str) -> np.ndarra
     return counts
 
 
+def _non_decreasing(pointers: np.ndarray, name: str, what: str, where: str) -> np.ndarray:
+    """``pointers`` (a CSR file), or an error naming the file where an entry goes back: a row would
+    own a negative number of entries (the validator would call it a deadlock, or a choice without
+    transitions). One comparison pass, no arithmetic: cheap beside the read."""
+    if len(pointers) > 1 and np.any(pointers[1:] < pointers[:-1]):
+        k = int(np.flatnonzero(pointers[1:] < pointers[:-1])[0])
+        a, b = (int(pointers[i]) % (1 << 64) for i in (k, k + 1))  # (the file's uint64 values; the reader views them as int64)
+        if b >= a:
+            raise ModelFileError(f"{where}: {name}: entry {k + 1} ({b}) is larger than any index (2^63 - 1): a corrupt CSR file")
+        raise ModelFileError(f"{where}: {name}: the pointers are not non-decreasing: entry {k + 1} ({b}) is below entry "
+                             f"{k} ({a}), so {what} {k} would own a negative number of entries (a corrupt CSR file)")
+    return pointers
+
+
 def _length(arr: np.ndarray, expected: int, name: str, what: str, where: str) -> np.ndarray:
     if len(arr) != expected:
         raise ModelFileError(f"{where}: {name} has {len(arr)} entries for {expected} {what}")
@@ -179,6 +193,7 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None,
         index = _object(json.loads(ar.read("index.json")), str(path), "the top level")
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise ModelFileError(f"{path}: index.json is not JSON ({exc})") from None
+    _format_version(index, str(path))
     ts = _object(index.get("transition-system", {}), str(path), "transition-system")
     n, c = _count(ts, "#states", str(path)), _count(ts, "#choices", str(path))
     if ts.get("time", "discrete") != "discrete" or _count(ts, "#players", str(path), 1) > 1:
@@ -186,8 +201,10 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None,
     if "branch-probability-type" in ts:
         _value_dtype(ts["branch-probability-type"], str(path))
     indptr = _length(ar.index_array("choice-to-branches.bin"), c + 1, "choice-to-branches.bin", f"choices (#choices {c}, plus one)", where)
+    _non_decreasing(indptr, "choice-to-branches.bin", "choice", where)
     if ar.has("state-to-choices.bin"):
         row_groups = _length(ar.index_array("state-to-choices.bin"), n + 1, "state-to-choices.bin", f"states (#states {n}, plus one)", where)
+        _non_decreasing(row_groups, "state-to-choices.bin", "state", where)
     elif n == c:  # one choice per state (a DTMC)
         row_groups = np.arange(n + 1, dtype=np.int64)
     else:
@@ -199,6 +216,9 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None,
         _length(targets, _count(ts, "#branches", str(path)), "branch-to-target.bin", "branches (#branches)", where)
     init_mask = _state_bits(ar, "state-is-initial.bin", n)
     initial_states = np.flatnonzero(init_mask)
+    if "#initial-states" in ts and _count(ts, "#initial-states", str(path)) != len(initial_states):
+        raise ModelFileError(f"{where}: index.json says #initial-states {ts['#initial-states']}, but state-is-initial.bin "
+                             f"marks {len(initial_states)} state(s) initial")
     if len(initial_states) != 1:
         listed = ", ".join(map(str, initial_states[:10])) + (" ..." if len(initial_states) > 10 else "")
         raise UnsupportedModelError(
@@ -244,7 +264,7 @@ def read_umb(path: Path, *, valuations: bool = False, source: str | None = None,
     actions = None
     if ar.has("actions/choices/values.bin"):
         actions, action_names = _read_actions(ar, c, where)
-    vals = _read_valuations(ar, index, n, where) if valuations else None
+    vals = _read_valuations(ar, index, n, where) if valuations else _check_valuations_size(ar, index, n, where)
     ar.close()
     # The arrays are ours alone: seal them, so that SparseMDP adopts them without a copy.
     for arr in (row_groups, indptr, targets, probs, actions, *rewards.values(), *labels.values()):
@@ -285,48 +305,196 @@ def _read_actions(ar: _Archive, c: int, where: str) -> tuple[np.ndarray, tuple[s
     return actions, names
 
 
-def _read_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValuations | None:
-    try:
-        return _decode_valuations(ar, index, n, where)
-    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-        # hand-edited or foreign index.json: any shape of it we do not read is the file's defect
-        raise ModelFileError(f"{where}: index.json: malformed state valuations ({type(exc).__name__}: {exc})") from None
+#: the inner file of the state valuations
+VALUATIONS = "valuations/states/valuations.bin"
+#: the UMB format version (index.json's format-version) this reader understands; format-revision
+#: (additions that break nothing) may be anything
+FORMAT_VERSION = 1
+
+_MALFORMED = (KeyError, TypeError, ValueError, AttributeError, IndexError)
+#: the size in bits of a UMB type whose ``size`` is left out (the UMB specification's defaults)
+_DEFAULT_SIZE = {"bool": 1, "int": 64, "uint": 64, "int-interval": 128, "uint-interval": 128, "double": 64,
+                 "double-interval": 128, "rational": 128, "rational-interval": 256, "string": 64}
+#: the valuation types mopmc decodes; variables of other types (a JANI model's transient ``double``
+#: reward variables, as Storm exports them) are skipped, as padding is
+_DISCRETE = ("bool", "int", "uint")
 
 
-def _decode_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValuations | None:
+def _size(variable: dict) -> int:
+    """The bits a valuation entry takes: padding, or its type's size (by default the type's default)."""
+    if "padding" in variable:
+        return variable["padding"]
+    kind = variable["type"]["type"]
+    return variable["type"]["size"] if "size" in variable["type"] else _DEFAULT_SIZE[kind]
+
+
+def _format_version(index: dict, where: str) -> None:
+    """Refuse an index.json of another major format version (or none): its layout may differ."""
+    version = index.get("format-version")
+    if "format-version" not in index:
+        raise ModelFileError(f"{where}: index.json has no format-version (mopmc reads UMB format version {FORMAT_VERSION})")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise ModelFileError(f"{where}: index.json: format-version must be an integer, not {json.dumps(version)[:40]}")
+    if version != FORMAT_VERSION:
+        raise UnsupportedModelError(f"{where}: UMB format version {version} is not supported (mopmc reads version "
+                                    f"{FORMAT_VERSION}); export the model again with a tool that writes version {FORMAT_VERSION}")
+
+
+def _valuation_layout(ar: _Archive, index: dict, where: str) -> tuple[list, int] | None:
+    """index.json's state valuation variables and the bytes per state, or ``None`` without valuations."""
     spec = index.get("valuations", {}).get("states")
-    if not spec or not ar.has("valuations/states/valuations.bin"):
+    if not spec or not ar.has(VALUATIONS):
         return None
     classes = spec.get("classes", [])
     if len(classes) != 1:
         raise UnsupportedModelError(f"{where}: state valuations with {len(classes)} classes are not supported")
     variables = classes[0]["variables"]
-    width = sum(v.get("padding", 0) if "padding" in v else v["type"]["size"] for v in variables)
-    raw = np.frombuffer(ar.read("valuations/states/valuations.bin"), dtype=np.uint8)
-    nbytes = width // 8
-    if nbytes == 0:
+    if any(v.get("is-optional") for v in variables):
+        raise UnsupportedModelError(f"{where}: state valuations with optional variables (is-optional) are not supported")
+    width = sum(_size(v) for v in variables)
+    if width % 8:
+        raise ModelFileError(f"{where}: index.json: the state valuation's variables and padding take {width} bits, "
+                             "not a whole number of bytes (add padding)")
+    return variables, width // 8
+
+
+def _short_valuations(size: int, n: int, nbytes: int, where: str) -> None:
+    if size < n * nbytes:
+        raise ModelFileError(f"{where}: {VALUATIONS} has {size} bytes, too few for {n} states of {nbytes} bytes each "
+                             "(as index.json's variables say)")
+
+
+def _check_valuations_size(ar: _Archive, index: dict, n: int, where: str) -> None:
+    """Where valuations are not decoded: the file still has to hold them (a truncated file is refused
+    by every command, not only by those that read valuations). A layout mopmc cannot decode is
+    reported only where valuations are read."""
+    try:
+        layout = _valuation_layout(ar, index, where)
+    except UnsupportedModelError:
         return None
-    if raw.size < n * nbytes:
-        raise ModelFileError(f"{where}: valuations/states/valuations.bin has {raw.size} bytes, too few for {n} states "
-                             f"of {nbytes} bytes each (as index.json's variables say)")
-    bits = np.unpackbits(raw[: n * nbytes].reshape(n, nbytes), axis=1, bitorder="little")
-    names, kinds, cols = [], [], []
+    except _MALFORMED as exc:
+        raise ModelFileError(f"{where}: index.json: malformed state valuations ({type(exc).__name__}: {exc})") from None
+    if layout is not None:
+        _short_valuations(ar.members[VALUATIONS].size, n, layout[1], where)
+    return None
+
+
+def _read_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValuations | None:
+    try:
+        return _decode_valuations(ar, index, n, where)
+    except _MALFORMED as exc:
+        # hand-edited or foreign index.json: any shape of it we do not read is the file's defect
+        raise ModelFileError(f"{where}: index.json: malformed state valuations ({type(exc).__name__}: {exc})") from None
+
+
+def _decode_valuations(ar: _Archive, index: dict, n: int, where: str) -> StateValuations | None:
+    """The state valuations, checked: each value within its variable's declared ``lower``/``upper``,
+    and no two states with the same valuation (mopmc names states by their valuations: scheduler
+    files, messages)."""
+    layout = _valuation_layout(ar, index, where)
+    if layout is None:
+        return None
+    variables, nbytes = layout
+    if nbytes == 0 or not any("padding" not in v and v["type"]["type"] in _DISCRETE for v in variables):
+        return None
+    raw = ar.array(VALUATIONS, np.uint8)
+    _short_valuations(raw.size, n, nbytes, where)
+    rows = raw[: n * nbytes].reshape(n, nbytes)
+    if nbytes <= 8:  # one little-endian word per state: fields by shifts and masks (no bit matrix)
+        padded = np.zeros((n, 8), np.uint8)
+        padded[:, :nbytes] = rows
+        words = padded.view("<u8").reshape(n)
+        del padded
+
+        def field(pos: int, size: int) -> np.ndarray:
+            return ((words >> np.uint64(pos)) & np.uint64((1 << size) - 1)).astype(np.int64)
+    else:
+        bits = np.unpackbits(rows, axis=1, bitorder="little")
+
+        def field(pos: int, size: int) -> np.ndarray:
+            return bits[:, pos : pos + size].astype(np.int64) @ (1 << np.arange(size, dtype=np.int64))
+    names, kinds, cols, ranges = [], [], [], []
     pos = 0
     for v in variables:
-        if "padding" in v:
-            pos += v["padding"]
+        if "padding" in v or v["type"]["type"] not in _DISCRETE:
+            pos += _size(v)
             continue
-        size, kind = v["type"]["size"], v["type"]["type"]
-        weights = (1 << np.arange(size, dtype=np.int64))
-        value = bits[:, pos : pos + size].astype(np.int64) @ weights
+        size, kind = _size(v), v["type"]["type"]
+        value = field(pos, size)
         if kind in ("int",) and v.get("offset") is None:
             value = np.where(value >= 1 << (size - 1), value - (1 << size), value)
         value = value + int(v.get("offset", 0) or 0)
+        ranges.append(_within_bounds(value, v, where))
         names.append(v["name"])
         kinds.append("bool" if kind == "bool" else "int")
         cols.append(value)
         pos += size
-    return StateValuations(tuple(names), tuple(kinds), np.stack(cols, axis=1) if cols else np.zeros((n, 0), np.int64))
+    _unique_valuations(cols, ranges, names, where)
+    values = np.stack(cols, axis=1)
+    return StateValuations(tuple(names), tuple(kinds), values)
+
+
+def _within_bounds(value: np.ndarray, spec: dict, where: str) -> tuple[int, int]:
+    """The least and the greatest value of a variable, or an error where they leave its declared
+    ``lower``/``upper`` bounds."""
+    lo, hi = spec.get("lower"), spec.get("upper")
+    least, greatest = (int(value.min()), int(value.max())) if value.size else (0, 0)
+    bad = np.zeros(0, np.int64)
+    if isinstance(lo, int) and least < lo:
+        bad = np.flatnonzero(value < lo)
+    elif isinstance(hi, int) and greatest > hi:
+        bad = np.flatnonzero(value > hi)
+    if bad.size:
+        s = int(bad[0])
+        raise ModelFileError(f"{where}: {VALUATIONS}: state {s} has {spec['name']} = {int(value[s])}, outside the bounds "
+                             f"[{lo}..{hi}] index.json declares ({bad.size} state(s) out of bounds: a corrupt valuations file)")
+    return least, greatest
+
+
+def _unique_valuations(cols: list[np.ndarray], ranges: list[tuple[int, int]], names: list[str], where: str) -> None:
+    """Refuse two states with the same valuation. Vectorised: each valuation as one integer (mixed
+    radix over the observed ranges), marked in a table of all keys where the valuation space is at
+    most 16 times the state count (one scatter), else sorted; the columns are sorted together only
+    where the key would not fit 62 bits."""
+    n = len(cols[0])
+    if n < 2:
+        return
+    space = 1
+    for a, b in ranges:
+        space *= b - a + 1
+    if space < 1 << 62:
+        keys = np.zeros(n, np.int64)
+        stride = 1
+        for col, (a, b) in zip(reversed(cols), reversed(ranges)):
+            keys += (col - a) * stride
+            stride *= b - a + 1
+        if space <= 16 * n:
+            seen = np.zeros(space, bool)
+            seen[keys] = True
+            if np.count_nonzero(seen) == n:
+                return
+        else:
+            ordered_keys = np.sort(keys)
+            if not np.any(ordered_keys[1:] == ordered_keys[:-1]):
+                return
+        order = np.argsort(keys, kind="stable")  # (a repeat: only to name the states)
+        same = keys[order[1:]] == keys[order[:-1]]
+    else:
+        order = np.lexsort(cols[::-1])
+        same = np.ones(n - 1, bool)
+        for col in cols:
+            ordered = col[order]
+            same &= ordered[1:] == ordered[:-1]
+        if not same.any():
+            return
+    k = int(np.flatnonzero(same)[0])
+    a, b = sorted((int(order[k]), int(order[k + 1])))
+    count = int(same.sum())
+    shown = ", ".join(f"{name}={int(col[a])}" for name, col in zip(names, cols))
+    raise ModelFileError(f"{where}: {VALUATIONS}: states {a} and {b} have the same valuation ({shown}); "
+                         f"{count} state(s) repeat another's valuation. mopmc tells states apart by their valuations "
+                         "(scheduler files, messages): a corrupt valuations file, or a model whose valuations leave "
+                         "out a variable")
 
 
 def write_umb(model: SparseMDP, path: str | Path) -> Path:
