@@ -74,8 +74,8 @@ class Approximation:
         return np.array(self.normals).reshape(-1, self.m), np.array(self.offsets)
 
     # --- linear programs over the two approximations -------------------------------------
-    def outer_max(self, c: np.ndarray, d: float, a: np.ndarray, lower: np.ndarray):
-        """max c.y + d t  s.t.  W y <= b,  y_j - a_j t >= lower_j (finite lower only).
+    def outer_max(self, c: np.ndarray, d: float, a: np.ndarray, lower: np.ndarray, t_max: float | None = None):
+        """max c.y + d t  s.t.  W y <= b,  y_j - a_j t >= lower_j (finite lower only), t <= t_max.
 
         Returns (value, y, t) or None when infeasible."""
         W, b = self.H
@@ -89,7 +89,7 @@ class Approximation:
             rows.append(A)
             rhs.append(-lower[fin])
         res = solve_lp("outer", -np.append(c, d), A_ub=np.vstack(rows), b_ub=np.concatenate(rhs),
-                       bounds=[(None, None)] * (m + 1))
+                       bounds=[(None, None)] * m + [(None, t_max)])
         if res.status == 2:
             return None
         return -res.fun, res.x[:m], res.x[m]

@@ -180,11 +180,24 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
         keep = np.flatnonzero(lam > 1e-12)
         witness = Witness([space.to_x(approx.V[i]).tolist() for i in keep], [float(lam[i]) for i in keep],
                           [approx.schedulers[i] for i in keep])
+    near = bool(abs(margin) <= precision)
+    strict = _strict(objectives)
+    if achievable and strict.any():  # ">" and "<": the strict thresholds need a positive slack
+        t_in, lam, t_out = _strict_slack(approx, space, strict)
+        tol = _numeric_tolerance(approx)
+        if t_out is None or t_out <= tol:  # certified: no point meets them strictly
+            achievable, witness, near = False, None, True
+        elif t_in is not None and t_in > tol:  # a witness that meets them strictly
+            keep = np.flatnonzero(lam > 1e-12)
+            witness = Witness([space.to_x(approx.V[i]).tolist() for i in keep], [float(lam[i]) for i in keep],
+                              [approx.schedulers[i] for i in keep])
+        else:  # met strictly only within the precision (Storm's approximate semantics)
+            near = True
     if not achievable:
         certificate = _certificate(approx, space)
     return MultiResult(
         "achievability", tuple(objectives), precision, it, achievable=achievable,
-        margin=float(margin), margin_upper=float(upper), near_boundary=bool(abs(margin) <= precision),
+        margin=float(margin), margin_upper=float(upper), near_boundary=near,
         witness=witness, certificate=certificate,
         points=[space.to_x(v).tolist() for v in approx.vertices],
     )
@@ -209,7 +222,13 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
         status, certificate = _unmet(approx, space, it, max_iter)
         return MultiResult("numerical", tuple(objectives), precision, it + m, status=status,
                            upper=float(space.sign[k] * outer[0]), certificate=certificate)
-    lo_y, hi_y = inner[0], outer[0]
+    strict = _strict(objectives)
+    if strict.any():
+        t_out = _strict_slack(approx, space, strict, inner=False)[2]
+        if t_out is None or t_out <= _numeric_tolerance(approx):
+            # no point meets the strict thresholds (> and <) strictly: certified by the outer polytope
+            return MultiResult("numerical", tuple(objectives), precision, it + m, status="infeasible")
+    lo_y, hi_y = inner[0], max(outer[0], inner[0])  # (the outer bound can round a few ulp below the inner)
     s = space.sign[k]
     lo, hi = (lo_y, hi_y) if s > 0 else (-hi_y, -lo_y)
     lam = inner[1]
@@ -399,6 +418,23 @@ def _pareto_vertices(V, lower, tol, candidates, query=None) -> list[list[tuple[f
     keep = _extreme(np.array(points)[:, q], tol) if points else []
     order = sorted(keep, key=lambda i: tuple(-points[i][q]))
     return [mixes[i] for i in order]
+
+
+def _strict(objectives) -> np.ndarray:
+    """Which objectives have a strict threshold (``>``, ``<``)."""
+    return np.array([o.comparison in (">", "<") for o in objectives], bool)
+
+
+def _strict_slack(approx: Approximation, space: Space, strict: np.ndarray, inner: bool = True):
+    """The best smallest slack of the ``strict`` thresholds with the others met, in maximisation
+    space and capped at 1: ``(inner t, its mixture weights, outer t)``; ``None`` where infeasible
+    (``inner=False``: the outer bound only)."""
+    a = strict.astype(float)
+    zeros = np.zeros(approx.m)
+    found = approx.inner_max(zeros, 1.0, a, space.lower) if inner else None
+    bound = approx.outer_max(zeros, 1.0, a, space.lower, t_max=1.0)
+    return (None if found is None else found[2], None if found is None else found[1],
+            None if bound is None else float(bound[2]))
 
 
 def _numeric_tolerance(approx: Approximation) -> float:
