@@ -75,3 +75,18 @@ def test_strict_numerical(model_file, engine, device):
     res = query(model_file, 'multi(Pmax=? [F "goal"], R{"cost"}<1.5 [C])', engine, device)
     assert res.status == "optimal" and res.value == pytest.approx(0.525, abs=1e-9)  # the supremum
     assert res.lower <= res.upper
+
+
+@pytest.mark.parametrize("engine, device", ENGINES[:2])
+def test_convex_query_bounded_by_its_box(model_file, engine, device):
+    """The cost is unbounded above (the s=1/s=2 loop), but the box's cost <= 1.5 caps it: the MSE
+    to the origin over P >= 0.5, cost <= 1.5 is attained at P = 0.5, cost 10/7: loss
+    (0.5^2 + (10/7)^2) / 2 = 1.1454081632653 (cvxpy over the occupation measures agrees). It was
+    refused ("the achievable set is unbounded"), found by the cross-check."""
+    from mopmc.queries.convex import convex_query
+
+    loaded = load(model_file, properties='multi(P>=0.5 [F "goal"], R{"cost"}<=1.5 [C])')
+    res = convex_query(loaded.model, loaded.properties()[0].objectives, "mse", engine=engine)
+    assert res.status == "optimal"
+    assert res.loss == pytest.approx(1.1454081632653, abs=1e-8) and res.lower_bound <= res.loss + 1e-12
+    assert res.point[0] == pytest.approx(0.5, abs=1e-8) and res.point[1] == pytest.approx(10 / 7, abs=1e-8)

@@ -449,6 +449,11 @@ def _separation(poly: _Polytopes, lo, up) -> dict:
     return {"direction": w.tolist(), "bound": float(mu @ b), "required": float(res.x[k:k + nl] @ lo[fl] - res.x[k + nl:] @ up[fu])}
 
 
+def _capped(w: np.ndarray, lo: np.ndarray, up: np.ndarray) -> bool:
+    """Whether ``w . x`` is bounded above on the box ``lo <= x <= up``."""
+    return bool(np.all(np.isfinite(up[w > 0])) and np.all(np.isfinite(lo[w < 0])))
+
+
 def _call(oracle, w: np.ndarray, objectives):
     try:
         return oracle(w)
@@ -536,8 +541,14 @@ def convex_query(
 
     def ask(w):
         ts = time.perf_counter()
-        v = _call(oracle, w, objectives)
-        timings["oracle"] += time.perf_counter() - ts
+        try:
+            v = _call(oracle, w, objectives)
+        except InfiniteValueError:
+            if not _capped(w, lo, up):
+                raise
+            return False  # unbounded in w, but the box caps w.x: the box is the outer bound there
+        finally:
+            timings["oracle"] += time.perf_counter() - ts
         return add(w, v)
 
     axes = []
@@ -547,7 +558,10 @@ def convex_query(
             w[i] = s
             axes.append(w)
     ts = time.perf_counter()
-    answered = answers_at_once(oracle, axes)  # (the kernel engine: one pass for all on a model without cycles)
+    try:
+        answered = answers_at_once(oracle, axes)  # (the kernel engine: one pass for all on a model without cycles)
+    except InfiniteValueError:  # one of them is unbounded: asked one by one below
+        answered = []
     timings["oracle"] += time.perf_counter() - ts
     for w, v in zip(axes, answered):
         add(w, v)
