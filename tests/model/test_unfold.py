@@ -249,3 +249,11 @@ def test_cli_refuses_exporting_or_evaluating_a_bounded_scheduler(tmp_path):
     assert good.code == 0, good.stderr
     res = run_mopmc("evaluate", "example:robot", "--scheduler", str(out), "--prop", 'Pmax=? [F<=4 "goal"]')
     assert_one_line_error(res, "step-bounded", "mopmc check")
+
+
+def test_json_objectives_carry_their_step_window():
+    res = run_mopmc("check", "example:robot", "--prop", 'multi(Pmax=? [F<=4 "goal"], R{"steps"}<=9 [C<7])', "--json")
+    assert res.code == 0, res.stderr
+    objectives = res.json()[0]["objectives"]
+    assert [o.get("steps") for o in objectives] == [[0, 4], [0, 5]]
+    assert objectives[0]["formula"] == 'Pmax=? [F<=4 "goal"]'

@@ -78,11 +78,13 @@ class Objective:
 
     def to_json(self) -> dict:
         """``index``, ``formula`` (thresholds as decimals), ``name``; with a bound also
-        ``comparison`` and the numeric ``threshold``."""
+        ``comparison`` and the numeric ``threshold``; with a step bound ``steps`` (``[lo, hi]``)."""
         out = {"index": self.index, "formula": self.text, "name": self.name}
         if self.threshold is not None:
             out["comparison"] = self.comparison
             out["threshold"] = self.threshold
+        if self.steps is not None:  # [lo, hi]: the steps it counts (hi null: no upper bound)
+            out["steps"] = list(self.steps)
         return out
 
 
