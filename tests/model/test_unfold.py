@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from support import assert_one_line_error, run_mopmc
 from mopmc.errors import PropertyError, UnsupportedModelError
 from mopmc.io import storm
 from mopmc.io.storm_check import storm_values
-from mopmc.model.unfold import MAX_PRODUCT_STATES, STEP_VARIABLE, unfold_steps
+from mopmc.model.unfold import MAX_STEPS, STEP_VARIABLE, unfold_steps
 from mopmc.properties.parse import parse_properties
 from mopmc.queries.dispatch import multi_query
 from mopmc.queries.single import check
@@ -63,6 +64,9 @@ def test_step_windows(text, kind, window):
 
 
 @pytest.mark.parametrize("text, fragment", [
+    ('Pmax=? [F[3,1] "a"]', "the step interval [3, 1] is empty"),
+    ('Pmax=? [F<0 "a"]', "admits no step"),
+    ('R{"r0"}max=? [C<0]', "admits no step"),
     ('Pmax=? [F<=5/2 "a"]', "is not a non-negative integer"),
     ('Pmax=? [F<=-1 "a"]', "is not a non-negative integer"),
     ('Pmax=? [F{"r0"}<=2 "a"]', "reward- and time-bounded"),
@@ -70,7 +74,7 @@ def test_step_windows(text, kind, window):
     ('R{"r0"}max=? [F<=2 "a"]', "step-bounded reachability reward"),
 ])
 def test_unsupported_bounds_are_refused(text, fragment):
-    with pytest.raises(PropertyError, match=fragment):
+    with pytest.raises(PropertyError, match=re.escape(fragment)):
         parse(_chain(), text)
 
 
@@ -81,6 +85,19 @@ def _chain():
     return SparseMDP.from_arrays([0, 2, 3, 4], [0, 1, 2, 3, 4], [1, 0, 2, 2], [1.0, 1.0, 1.0, 1.0],
                                  rewards={"r0": np.array([1.0, 1.0, 1.0, 0.0])},
                                  labels={"a": np.array([0, 0, 1], bool), "b": np.array([1, 1, 0], bool)})
+
+
+@pytest.mark.parametrize("text, left, right, window", [
+    ('Pmax=? [!"a" U<=3 "a"]', '!"a"', '"a"', (0, 3)),
+    ('Pmax=? [F<=3 !"b"]', None, '!"b"', (0, 3)),
+    ('Pmax=? [F>=2 ("a"|"b")]', None, '"a" | "b"', (2, None)),
+    ('Pmax=? [F<=(3+1) "a" & !"b"]', None, '"a" & (!"b")', (0, 4)),
+])
+def test_boolean_operands(text, left, right, window):
+    (p,) = parse(_chain(), text)
+    o = p.objectives[0]
+    assert (o.left_text, o.right_text, o.steps) == (left, right, window)
+    assert o.name.startswith("F" + ("<=" if window[0] == 0 else ">="))
 
 
 def test_hand_computed_values():
@@ -117,9 +134,11 @@ def test_product_valuations_count_steps():
 
 
 def test_too_long_a_horizon_is_refused_at_once():
-    (p,) = parse(_chain(), f'Pmax=? [F<={MAX_PRODUCT_STATES} "a"]')
-    with pytest.raises(UnsupportedModelError, match="smaller step bound"):
+    (p,) = parse(_chain(), f'Pmax=? [F>={MAX_STEPS + 1} "a"]')
+    with pytest.raises(UnsupportedModelError, match="use a smaller bound"):
         unfold_steps(_chain(), p.objectives)
+    # (a single objective with an upper bound takes k backups, whatever k)
+    assert value(_chain(), f'Pmax=? [F<={10 * MAX_STEPS} "a"]') == 1.0
 
 
 def test_engines_refuse_bounded_objectives_given_directly():

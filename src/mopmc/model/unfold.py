@@ -33,8 +33,13 @@ from mopmc.errors import UnsupportedModelError
 from mopmc.model.sparse_mdp import SparseMDP, StateValuations, mark_reachable
 from mopmc.properties.objectives import Objective
 
-MAX_PRODUCT_STATES = 1 << 27
-"""More product states than this are refused (about 10 GiB of arrays at a few choices per state)."""
+MAX_PRODUCT_STATES = 1 << 24
+"""More product states than this are refused (the product and the engines' work on it cost about
+500 bytes per state: 8 GiB here)."""
+
+MAX_STEPS = 100_000
+"""Longer horizons are refused: the product is built a step at a time (single objectives with an
+upper bound need no product: :mod:`mopmc.engine.horizon` with the kernel or torch engine)."""
 
 STEP_VARIABLE = "_step"
 """The product's step counter in its state valuations (the sink state has -1)."""
@@ -78,9 +83,10 @@ def _closure(model: SparseMDP, start: np.ndarray) -> np.ndarray:
 
 def _layers(model: SparseMDP, T: int, sink: bool, where: str) -> list[np.ndarray]:
     """The sorted states of each layer ``0..T-1``, then (without ``sink``) layer ``T``."""
-    if T > MAX_PRODUCT_STATES:
-        raise UnsupportedModelError(f"{where}: unfolding {T} steps needs at least {T} product states, more than "
-                                    f"{MAX_PRODUCT_STATES}; use a smaller step bound")
+    if T > MAX_STEPS:
+        raise UnsupportedModelError(
+            f"{where}: the step bounds need the model unfolded over {T} steps, more than {MAX_STEPS}; use a "
+            "smaller bound (a single objective with an upper bound takes any with --engine kernel or torch)")
     layers, front, total = [], np.array([model.initial], np.int64), 0
     for _ in range(T):
         layers.append(front)

@@ -62,6 +62,10 @@ class Objective:
         """A short name: the reward model, or the target formula of a probability."""
         if self.reward_model is not None:
             return self.reward_model
+        if self.steps is not None:  # F<=3 "goal": the bound tells it from F "goal"
+            lo, hi = self.steps
+            window = f"<={hi}" if lo == 0 else f">={lo}" if hi is None else f"[{lo},{hi}]"
+            return f"F{window} {self.right_text or ''}"
         return ("G " if self.negated else "F ") + (self.right_text or "")
 
     def target_mask(self, model) -> np.ndarray:

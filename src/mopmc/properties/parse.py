@@ -191,10 +191,11 @@ def _probability(j, f, text, labels, at, bounds) -> Objective:
     if path.is_bounded_until_formula:
         left, right = path.left_subformula, path.right_subformula
         raw, lt, rt = str(path), str(left), str(right)
-        if not (raw.startswith(lt + " U") and raw.endswith(" " + rt)) or path.is_multi_dimensional:
+        bound = _bound_text(raw, lt, rt)
+        if bound is None or path.is_multi_dimensional:
             raise PropertyError(f"{at}: unsupported bounded path formula {raw!r}; supported: step bounds "
                                 "F<=k, F<k, F>=k, F>k, F[l,u] and the same on U")
-        steps = _step_window(raw[len(lt) + 2:len(raw) - len(rt) - 1], at)
+        steps = _step_window(bound, at)
         _check_labels(left, labels, at)
         _check_labels(right, labels, at)
         return Objective(j, text, "probability", sense, left_text=None if lt == "true" else lt, right_text=rt,
@@ -258,6 +259,16 @@ def _check_filter(prop, at: str) -> None:
                             'the initial state (drop the filter, or filter over "init")')
 
 
+def _bound_text(raw: str, left: str, right: str) -> str | None:
+    """The bound of Storm's printed ``LEFT U<bound> RIGHT`` (operands may be printed in parentheses:
+    ``(!"bad") U<=3 ("goal" | "bad")``), or ``None``."""
+    for lt in (left, f"({left})"):
+        for rt in (right, f"({right})"):
+            if raw.startswith(lt + " U") and raw.endswith(" " + rt) and len(raw) > len(lt) + len(rt) + 3:
+                return raw[len(lt) + 2:len(raw) - len(rt) - 1]
+    return None
+
+
 def _step_window(bound: str, at) -> tuple[int, int | None]:
     """The step window ``(lo, hi)`` of Storm's printed bound (``<=5``, ``<(3 + 1)``, ``>=2``,
     ``[2, 4]``); ``hi`` is ``None`` without an upper bound and may be below ``lo`` (an empty window)."""
@@ -275,11 +286,16 @@ def _step_window(bound: str, at) -> tuple[int, int | None]:
 
     interval = re.fullmatch(r"\[(.+),(.+)\]", bound)
     if interval:
-        return steps(interval.group(1)), steps(interval.group(2))
+        lo, hi = steps(interval.group(1)), steps(interval.group(2))
+        if lo > hi:
+            raise PropertyError(f"{at}: the step interval {bound} is empty (its lower end is above its upper end)")
+        return lo, hi
     op = re.match(r"(<=|<|>=|>)", bound)
     if op is None:
         raise PropertyError(f"{at}: unsupported step bound {bound!r}; use <=k, <k, >=k, >k or [l,u]")
     k = steps(bound[op.end():])
+    if op.group(1) == "<" and k == 0:
+        raise PropertyError(f"{at}: the step bound <0 admits no step; use <=0 for the initial state alone")
     return {"<=": (0, k), "<": (0, k - 1), ">=": (k, None), ">": (k + 1, None)}[op.group(1)]
 
 
