@@ -203,3 +203,14 @@ def test_a_numerical_query_with_a_threshold_at_its_best_value_is_noted(tmp_path)
     (row,) = res.json()
     assert res.code == 0 and row["near_boundary"] is False and res.stderr_lines == []
     assert row["value"] == pytest.approx(1 + 2 * (0.95 - 0.9) / 0.09)  # the mix of fast and slow meeting 0.95
+
+
+def test_pareto_table_runs_along_the_front():
+    prop = 'multi(R{"ctrl_cost"}min=? [C], R{"headway_cost"}min=? [C])'
+    points = run_mopmc("check", "example:mini_switch", "--prop", prop, "--json").json()[0]["points"]
+    table = run_mopmc("check", "example:mini_switch", "--prop", prop)
+    assert table.code == 0, table.stderr
+    rows = [line.split("│")[1:-1] for line in table.stdout.splitlines() if line.startswith("│")]
+    numbers = [int(r[0]) for r in rows if r[0].strip().isdigit()]
+    firsts = [points[i - 1][0] for i in numbers]  # "#" is the JSON order
+    assert sorted(numbers) == list(range(1, len(points) + 1)) and firsts == sorted(firsts) and len(points) > 2

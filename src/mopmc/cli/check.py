@@ -276,8 +276,9 @@ def _points_table(row: dict):
     table.add_column("#", justify="right")
     for o in row.get("objectives", []):
         table.add_column(o.get("formula", ""), justify="right")
-    for i, pt in enumerate(row["points"][:PARETO_ROWS]):
-        table.add_row(str(i + 1), *(_fmt(float(v)) for v in pt))
+    order = sorted(range(len(row["points"])), key=lambda i: [float(v) for v in row["points"][i]])
+    for i in order[:PARETO_ROWS]:  # along the front, by the first objective (# is the JSON order)
+        table.add_row(str(i + 1), *(_fmt(float(v)) for v in row["points"][i]))
     return table
 
 
