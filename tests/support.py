@@ -86,3 +86,17 @@ endmodule
 label "A" = s=1;
 label "B" = s=2;
 """
+
+
+def assert_scheduler_refused(path, model, words, **kw) -> None:
+    """``read_scheduler(path, model, **kw)`` refuses the file in one message that starts with the
+    path and holds each of ``words``."""
+    from mopmc.errors import SchedulerError
+    from mopmc.io.scheduler_file import read_scheduler
+
+    with pytest.raises(SchedulerError) as info:
+        read_scheduler(path, model, **kw)
+    message = info.value.one_line()
+    assert message.startswith(f"{path}: "), message
+    for word in words:
+        assert word in message, (word, message)
