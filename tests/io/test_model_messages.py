@@ -48,3 +48,8 @@ def test_a_property_word_used_as_a_name_is_named():
     res = run_mopmc("check", "example:tradeoff", "--prop", 'R{"time"}<=3 [C')
     assert_one_line_error(res, 'expecting "]"')
     assert "unknown identifier" not in res.stderr
+
+
+def test_a_semantic_refusal_of_storms_names_the_property():
+    res = run_mopmc("check", "example:robot", "--prop", 'R{"steps"}max=? [C>=2]')
+    assert_one_line_error(res, "lower time bound", '(in R{"steps"}max=? [C>=2])')

@@ -313,6 +313,10 @@ def _property_message(msg: str, text: str, program, labels) -> str:
         msg = f"property syntax error at {line}:{col} (line:column of the property text): {expecting.rstrip(',;: ')}"
         if near:
             msg += f" (here: {near.strip()})"
+    else:  # a semantic refusal (C>=2, ...): Storm names no property
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("//")]
+        if len(lines) == 1 and lines[0] not in msg:
+            msg = f"{msg.rstrip('.')} (in {lines[0]})"
     known = set() if program is None else _model_names(program)
     if known is None:
         return msg
