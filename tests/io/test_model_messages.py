@@ -53,3 +53,10 @@ def test_a_property_word_used_as_a_name_is_named():
 def test_a_semantic_refusal_of_storms_names_the_property():
     res = run_mopmc("check", "example:robot", "--prop", 'R{"steps"}max=? [C>=2]')
     assert_one_line_error(res, "lower time bound", '(in R{"steps"}max=? [C>=2])')
+
+
+def test_an_infinite_direction_of_the_lp_engine_is_worded_plainly():
+    res = run_mopmc("check", "example:robot", "--prop", 'multi(R{"steps"}max=? [C], Pmax=? [F "goal"])',
+                    "--engine", "lp")
+    assert_one_line_error(res, "direction [1.0, 0.0] (over R{\"steps\"}max=? [C]) is infinite")
+    assert "np.float64" not in res.stderr

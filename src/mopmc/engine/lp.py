@@ -196,9 +196,12 @@ def lp_optimise(
     lp = polytope if polytope is not None else occupation_polytope(model, objectives)
     status, x = _maximise(lp, weights)
     if status == _Status.UNBOUNDED:
+        w = [float(x) for x in weights]
+        named = [o.text for o, x in zip(objectives, w) if x != 0]
         raise InfiniteValueError(
-            f"{model.source}: the optimum in direction {list(weights)} is infinite: a reachable end "
-            "component collects reward in that direction; bound the rewards or change the weights"
+            f"{model.source}: the optimum in direction {[round(x, 6) for x in w]} (over {', '.join(named)}) is "
+            "infinite: a reachable end component collects reward in that direction; bound the rewards or change "
+            "the weights"
         )
     if status == _Status.INFEASIBLE:
         raise InfiniteValueError(
