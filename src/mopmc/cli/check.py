@@ -190,14 +190,30 @@ def _export(path: str, model, p, res, quiet: bool = False) -> dict:
     objective: the deterministic optimum; achievability, numerical: the witness, a mixture of
     deterministic schedulers) or ``mopmc-pareto-schedulers`` (Pareto: one scheduler per front
     point), entries for the states each scheduler reaches (docs/formats.md). Returns what was
-    written; says so on stderr unless ``quiet``."""
+    written; says so on stderr unless ``quiet``. Where there is no scheduler (an infinite value, an
+    unachievable or infeasible query) nothing is written: a note on stderr, and ``{"path": null,
+    "reason": ...}``."""
+
+    class Nothing(Exception):
+        pass
+
+    def nothing(why: str) -> Exception:
+        return Nothing(why)
+
+    try:
+        return _document(path, model, p, res, quiet, nothing)
+    except Nothing as exc:  # the answer stands (exit 0); the file is not written
+        sys.stderr.write(f"note: --export-scheduler {path}: nothing written: {p.text} has no scheduler to export "
+                         f"({exc})\n")
+        return {"path": None, "reason": str(exc)}
+
+
+def _document(path: str, model, p, res, quiet: bool, nothing) -> dict:
+    """The body of :func:`_export`; ``nothing(why)`` is raised where there is no scheduler."""
     import numpy as np
 
     from mopmc.engine.evaluate import Mixture, Policy
     from mopmc.io.scheduler_file import pareto_document, scheduler_document, write_document
-
-    def nothing(why: str) -> PropertyError:
-        return PropertyError(f"--export-scheduler {path}: {p.text} has no scheduler to export ({why})")
 
     if not p.multi:  # a single objective: the kernel's deterministic optimum
         if res.scheduler is None:

@@ -76,8 +76,10 @@ def export(path: str, model, result, *, binding=None, kind: str = "randomised") 
     from mopmc.io.scheduler_file import write_export
     from mopmc.queries.convex import mixture_of
 
-    if result.point is None:
-        raise PropertyError(f"--export-scheduler {path}: the query found no point ({result.status})")
+    if result.point is None:  # the answer stands (exit 0); the file is not written
+        sys.stderr.write(f"note: --export-scheduler {path}: nothing written: the query found no point "
+                         f"({result.status})\n")
+        return {"path": None, "reason": result.status}
     mix = mixture_of(result)
     sched, note = mix, None
     if kind == "randomised":
@@ -231,7 +233,7 @@ def show(title: str, out: dict) -> None:
         sd = out["separating_direction"]
         console.print(f"no achievable point in the box: direction {sd['direction']} reaches at most {sd['bound']:.9g}, "
                       f"the box needs {sd['required']:.9g}")
-    if "scheduler" in out:
+    if "scheduler" in out and out["scheduler"]["path"] is not None:  # (else the note said why not)
         sc = out["scheduler"]
         console.print(f"scheduler ({sc['kind']}) -> {sc['path']}" + (" (for the switch runtime)" if sc.get("runtime") else "")
                       + (f" ({sc['note']})" if sc["note"] else ""))

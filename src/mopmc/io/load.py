@@ -174,7 +174,8 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
         if model is None and builder == "mopmc":
             raise UnsupportedModelError(
                 f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, unbounded integer variables, "
-                "atomic expressions in the properties, or an error Storm's builder reports); use --builder storm"
+                "overlapping guards in a DTMC, probabilities that do not sum to 1, atomic expressions of properties mopmc "
+                "does not parse, or an error Storm's builder reports); use --builder storm, whose message names the problem"
             )
     del text
     start_warmup()  # (Storm's builder releases the GIL)
