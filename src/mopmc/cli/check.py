@@ -300,7 +300,7 @@ def _points_table(row: dict):
 
 @app.command("check")
 def check(
-    model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb)."),
+    model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb), or example:NAME."),
     prop: Optional[List[str]] = typer.Option(None, "--prop", help="Property text, e.g. 'Pmax=? [F \"goal\"]'; may be repeated (checked in order)."),
     props_file: Optional[str] = typer.Option(None, "--props", help="A file of properties (PRISM syntax)."),
     const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...] of the model or of the properties; may be repeated."),

@@ -56,7 +56,7 @@ ConstOpt = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=
 
 @app.command()
 def info(
-    model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb)."),
+    model: str = typer.Argument(..., help="Model file: PRISM (.prism .nm .pm), JANI (.jani) or UMB (.umb), or example:NAME."),
     const: Optional[List[str]] = ConstOpt,
     json_out: bool = typer.Option(False, "--json", help="Print one JSON object."),
 ) -> None:
