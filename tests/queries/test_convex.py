@@ -104,10 +104,17 @@ def test_mixed_min_and_max_keep_order():
 
 
 def test_unbounded_achievable_set_is_reported():
-    # steps can grow forever (the robot may wander), so the set is unbounded upwards in steps
+    # steps can grow forever (the robot may wander), so the set is unbounded upwards in steps: with
+    # no box to cap it (--soft: no box) the query is refused ...
     m, objs = parsed(files.robot, 'multi(P>=0.5 [F "goal"], R{"steps"}<=3 [F "goal"])')
     with pytest.raises(InfiniteValueError, match="unbounded in direction"):
-        convex_query(m, objs, "mse")
+        convex_query(m, objs, "mse", soft=True)
+    # ... while the box steps <= 3 caps it: half "always right" (P 1, 3/0.9 steps), half docking
+    # forever (0, 0) is the MSE optimum at P = 0.5, by hand
+    for engine in ("kernel", "lp"):
+        res = convex_query(m, objs, "mse", engine=engine)
+        assert res.status == "optimal" and np.allclose(res.point, [0.5, 0.5 * 3 / 0.9], atol=1e-9)
+        assert res.loss == pytest.approx((0.25 + (1.5 / 0.9) ** 2) / 2, abs=1e-9)
 
 
 def test_a_gap_at_the_oracle_precision_is_stalled_with_valid_bounds():

@@ -1063,3 +1063,37 @@ def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, 
                     first = False
             value[s] = best
     return value
+
+
+@_lazy
+def prune_closed(rev_ptr, rev_choice, state_of_choice, allowed, alive):
+    """Shrink ``allowed`` (choices) and ``alive`` (states), in place, to the largest part closed
+    under the allowed choices: a choice with a successor that is not alive is dropped, a state left
+    without choices is no longer alive, until nothing changes (a worklist: linear, where repeating
+    the one-step rule costs a pass per state along a chain)."""
+    n = alive.shape[0]
+    count = np.zeros(n, np.int64)
+    for c in range(allowed.shape[0]):
+        if allowed[c]:
+            count[state_of_choice[c]] += 1
+    stack = np.empty(n, np.int64)
+    top = 0
+    for s in range(n):
+        if alive[s] and count[s] == 0:
+            alive[s] = False
+        if not alive[s]:
+            stack[top] = s
+            top += 1
+    while top > 0:
+        top -= 1
+        s = stack[top]
+        for k in range(rev_ptr[s], rev_ptr[s + 1]):
+            c = rev_choice[k]
+            if allowed[c]:
+                allowed[c] = False
+                o = state_of_choice[c]
+                count[o] -= 1
+                if count[o] == 0 and alive[o]:
+                    alive[o] = False
+                    stack[top] = o
+                    top += 1

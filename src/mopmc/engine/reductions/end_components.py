@@ -40,16 +40,17 @@ def maximal_end_components(p: Problem, allowed: np.ndarray, candidates: np.ndarr
     soc = p.state_of_choice()
     if candidates is not None and int(candidates.sum()) < SUBPROBLEM_FRACTION * n:
         return _on_candidates(p, allowed & ~p.exits & candidates[soc], candidates)
+    from mopmc.engine import numba_kernels as nk
+
     cot = p.choice_of_transition()
     allowed = allowed & ~p.exits
     alive = np.ones(n, bool) if candidates is None else candidates.copy()
     allowed &= alive[soc]
+    rev_ptr, rev_choice = nk.reverse_index_csr(n, p.indptr, p.targets)
     while True:
-        # a choice stays allowed only while all its successors are alive
-        dead_t = ~alive[p.targets]
-        if dead_t.any():
-            allowed[cot[dead_t]] = False
-        alive &= np.bincount(soc[allowed], minlength=n) > 0
+        # a choice stays allowed only while all its successors are alive, to the fixpoint at once
+        # (one step per round peeled a chain a state per round: quadratic)
+        nk.prune_closed(rev_ptr, rev_choice, soc, allowed, alive)
         t_ok = allowed[cot]
         src, dst = soc[cot[t_ok]], p.targets[t_ok]
         g = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))
