@@ -193,23 +193,20 @@ def _export(path: str, model, p, res, quiet: bool = False) -> dict:
     written; says so on stderr unless ``quiet``. Where there is no scheduler (an infinite value, an
     unachievable or infeasible query) nothing is written: a note on stderr, and ``{"path": null,
     "reason": ...}``."""
-
-    class Nothing(Exception):
-        pass
-
-    def nothing(why: str) -> Exception:
-        return Nothing(why)
-
     try:
-        return _document(path, model, p, res, quiet, nothing)
-    except Nothing as exc:  # the answer stands (exit 0); the file is not written
+        return _document(path, model, p, res, quiet)
+    except _NoScheduler as exc:  # the answer stands (exit 0); the file is not written
         sys.stderr.write(f"note: --export-scheduler {path}: nothing written: {p.text} has no scheduler to export "
                          f"({exc})\n")
         return {"path": None, "reason": str(exc)}
 
 
-def _document(path: str, model, p, res, quiet: bool, nothing) -> dict:
-    """The body of :func:`_export`; ``nothing(why)`` is raised where there is no scheduler."""
+class _NoScheduler(Exception):
+    """Raised by :func:`_document` with the reason where the result has no scheduler."""
+
+
+def _document(path: str, model, p, res, quiet: bool) -> dict:
+    """The body of :func:`_export`; raises :class:`_NoScheduler` where there is no scheduler."""
     import numpy as np
 
     from mopmc.engine.evaluate import Mixture, Policy
@@ -217,12 +214,12 @@ def _document(path: str, model, p, res, quiet: bool, nothing) -> dict:
 
     if not p.multi:  # a single objective: the kernel's deterministic optimum
         if res.scheduler is None:
-            raise nothing(f"the value is {res.value}")
+            raise _NoScheduler(f"the value is {res.value}")
         doc = scheduler_document(model, p.objectives, [res.value], Policy.of(res.scheduler), reachable=True)
         info = {"path": str(path), "format": doc["format"], "kind": doc["kind"]}
     elif res.kind == "pareto":
         if not res.points:
-            raise nothing(f"status {res.status}")
+            raise _NoScheduler(f"status {res.status}")
         if res.mixtures:  # thresholds as constraints: each front point mixes deterministic vertices
             scheds = [(pt, Policy.of(k)) for pt, k in zip(res.vertices, res.vertex_schedulers)]
             verts = list(zip(res.points, res.mixtures))
@@ -234,7 +231,7 @@ def _document(path: str, model, p, res, quiet: bool, nothing) -> dict:
     else:  # achievability or numerical: the witness mixture meets every threshold
         w = res.witness
         if w is None:
-            raise nothing("not achievable" if res.kind == "achievability" and not res.achievable else f"status {res.status}")
+            raise _NoScheduler("not achievable" if res.kind == "achievability" and not res.achievable else f"status {res.status}")
         weights = np.asarray(w.weights, float) / float(np.sum(w.weights))
         point = weights @ np.asarray(w.points, float)
         pols = tuple(Policy.of(k) for k in w.schedulers)

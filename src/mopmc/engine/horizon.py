@@ -31,14 +31,12 @@ def horizon_value(model: SparseMDP, o: Objective) -> float:
         return 0.0
     if o.kind == "total_reward":
         rewards = np.ascontiguousarray(model.reward(o.reward_model), np.float64)
-        none = np.zeros(n, np.bool_)
-        steps, stop_one, stop_zero = hi + 1, none, none
+        stop_one = stop_zero = np.zeros(n, np.bool_)
     else:
         rewards = np.zeros(model.n_choices)
         stop_one = np.ascontiguousarray(o.target_mask(model), np.bool_)
         stop_zero = np.ascontiguousarray(~o.hold_mask(model), np.bool_)  # (before the window a target goes on)
-        steps = hi + 1
     value = np.zeros(n, np.float64)
-    nk.horizon_backups(model.row_groups, model.indptr, model.targets, model.probs, rewards, steps, lo, hi,
+    nk.horizon_backups(model.row_groups, model.indptr, model.targets, model.probs, rewards, hi + 1, lo, hi,
                        o.sense == "max", stop_one, stop_zero, value)
     return float(value[model.initial])

@@ -32,7 +32,7 @@ from scipy.sparse.csgraph import breadth_first_order
 
 from mopmc.engine.mec import maximal_end_components
 from mopmc.errors import PropertyError
-from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.sparse_mdp import SparseMDP, ranges
 from mopmc.model.unfold import require_unbounded
 from mopmc.properties.objectives import Objective
 
@@ -165,16 +165,6 @@ def _track(obj: Objective, model: SparseMDP, hit_cache: dict) -> _Track:
     raise PropertyError(f"objective {obj.text}: kind {obj.kind!r} is not supported by the LP engine")
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenation of ``arange(starts[i], ends[i])`` for all ``i``, vectorised."""
-    counts = ends - starts
-    total = int(counts.sum())
-    if total == 0:
-        return np.zeros(0, dtype=np.int64)
-    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
-    return np.arange(total, dtype=np.int64) + offsets
-
-
 def _layer(model: SparseMDP, seeds: np.ndarray, inside: np.ndarray, t_src: np.ndarray) -> np.ndarray:
     """States reachable from ``seeds`` along transitions marked ``inside`` (sorted)."""
     n = model.n_states
@@ -264,10 +254,10 @@ def occupation_polytope(
     terminal = (memory == full) & (not has_total)
     lo = np.where(terminal, 0, model.row_groups[state])
     hi = np.where(terminal, 0, model.row_groups[state + 1])
-    choice = _ranges(lo, hi)
+    choice = ranges(lo, hi)
     row_groups = np.concatenate(([0], np.cumsum(hi - lo)))
     owner = np.repeat(np.arange(len(state)), hi - lo)
-    trans = _ranges(model.indptr[choice], model.indptr[choice + 1])
+    trans = ranges(model.indptr[choice], model.indptr[choice + 1])
     indptr = np.concatenate(([0], np.cumsum(model.indptr[choice + 1] - model.indptr[choice])))
     t_owner = np.repeat(owner, np.diff(indptr))
     succ = model.targets[trans]

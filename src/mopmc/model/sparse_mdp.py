@@ -210,6 +210,21 @@ class SparseMDP:
         }
 
 
+def ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(starts[i], ends[i])`` for all ``i``, vectorised (the choices of some
+    states: ``ranges(row_groups[S], row_groups[S + 1])``; their transitions likewise on ``indptr``).
+
+    >>> ranges(np.array([0, 5]), np.array([2, 7])).tolist()
+    [0, 1, 5, 6]
+    """
+    counts = ends - starts
+    total = int(counts.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    offsets = np.repeat(starts - np.concatenate(([0], np.cumsum(counts)[:-1])), counts)
+    return np.arange(total, dtype=np.int64) + offsets
+
+
 def _names(mapping: Mapping) -> str:
     return ", ".join(sorted(mapping)) or "(none)"
 

@@ -30,7 +30,7 @@ from typing import Sequence
 import numpy as np
 
 from mopmc.errors import UnsupportedModelError
-from mopmc.model.sparse_mdp import SparseMDP, StateValuations, mark_reachable
+from mopmc.model.sparse_mdp import SparseMDP, StateValuations, mark_reachable, ranges
 from mopmc.properties.objectives import Objective
 
 MAX_PRODUCT_STATES = 1 << 24
@@ -55,18 +55,9 @@ def horizon(objectives: Sequence[Objective]) -> int:
     return t
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    counts = ends - starts
-    owner = np.repeat(np.arange(len(starts)), counts)
-    if len(owner) == 0:
-        return np.zeros(0, np.int64)
-    first = np.concatenate(([0], np.cumsum(counts)[:-1]))
-    return np.arange(len(owner)) - first[owner] + starts[owner]
-
-
 def _successors(model: SparseMDP, states: np.ndarray) -> np.ndarray:
-    ch = _ranges(model.row_groups[states], model.row_groups[states + 1])
-    tr = _ranges(model.indptr[ch], model.indptr[ch + 1])
+    ch = ranges(model.row_groups[states], model.row_groups[states + 1])
+    tr = ranges(model.indptr[ch], model.indptr[ch + 1])
     return np.unique(model.targets[tr])
 
 
@@ -120,8 +111,8 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
 
     states, steps, choices, targets, probs, counts = [], [], [], [], [], []
     for t, S in enumerate(layers):
-        ch = _ranges(model.row_groups[S], model.row_groups[S + 1])
-        tr = _ranges(model.indptr[ch], model.indptr[ch + 1])
+        ch = ranges(model.row_groups[S], model.row_groups[S + 1])
+        tr = ranges(model.indptr[ch], model.indptr[ch + 1])
         nxt = min(t + 1, T)
         succ = model.targets[tr]
         if sink and nxt == T:
@@ -150,8 +141,9 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
     np.cumsum(per_state, out=rg[1:])
     ip = np.zeros(len(per_choice) + 1, np.int64)
     np.cumsum(per_choice, out=ip[1:])
-    n_real = len(choice_of)
-    choice_step = np.repeat(step_of, per_state[:len(step_of)])
+    # the sink's step is -1: outside every window, and no label or reward of the model holds there
+    step = np.append(step_of, -1) if sink else step_of
+    choice_step = np.repeat(step, per_state)
 
     def lift_state(mask: np.ndarray) -> np.ndarray:
         out = mask[state_of]
@@ -161,6 +153,9 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
         out = values[choice_of]
         return np.append(out, 0.0) if sink else out
 
+    def within(at: np.ndarray, lo: int, hi: int | None) -> np.ndarray:
+        return (at >= lo) & (at <= (np.iinfo(np.int64).max if hi is None else hi))
+
     labels = {k: lift_state(np.asarray(v, bool)) for k, v in model.labels.items()}
     rewards = {k: lift_choice(np.asarray(v, np.float64)) for k, v in model.rewards.items()}
     rewritten = []
@@ -169,20 +164,13 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
             rewritten.append(o)
             continue
         lo, hi = o.steps
-        inside = step_of >= lo
-        if hi is not None:
-            inside &= step_of <= hi
         if o.kind == "total_reward":
             name = _fresh(f"__step{j}_reward", model.rewards)
-            window = (choice_step >= lo) & (choice_step <= hi)
-            rewards[name] = np.where(window, rewards[o.reward_model][:n_real], 0.0)
-            if sink:
-                rewards[name] = np.append(rewards[name], 0.0)
+            rewards[name] = np.where(within(choice_step, lo, hi), rewards[o.reward_model], 0.0)
             rewritten.append(dataclasses.replace(o, steps=None, reward_model=name))
             continue
         target = _fresh(f"__step{j}_target", model.labels)
-        labels[target] = np.append(o.target_mask(model)[state_of] & inside, False) if sink else \
-            o.target_mask(model)[state_of] & inside
+        labels[target] = lift_state(o.target_mask(model)) & within(step, lo, hi)
         left = None
         if o.left_text is not None:
             left = _fresh(f"__step{j}_hold", model.labels)
@@ -198,10 +186,10 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
     valuations = None
     if model.valuations is not None:
         v = model.valuations
-        values = np.column_stack((v.values[state_of], step_of))
-        if sink:
-            values = np.vstack((values, np.concatenate((np.zeros(len(v.names), np.int64), [-1]))))
-        valuations = StateValuations(v.names + (STEP_VARIABLE,), v.kinds + ("int",), values)
+        rows = v.values[state_of]
+        if sink:  # (all its variables 0)
+            rows = np.vstack((rows, np.zeros(len(v.names), np.int64)))
+        valuations = StateValuations(v.names + (STEP_VARIABLE,), v.kinds + ("int",), np.column_stack((rows, step)))
     origins = None
     if model.choice_origins is not None:
         origins = tuple(model.choice_origins[c] for c in choice_of.tolist()) + (("",) if sink else ())

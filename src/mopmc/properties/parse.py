@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 from fractions import Fraction
 from pathlib import Path
@@ -228,19 +229,12 @@ def _short(text: str) -> str:
 def _divides_by_zero(printed: str) -> bool:
     """Whether Storm's printed arithmetic divides by an expression that evaluates to 0 (``(1 / 0)``,
     ``1/(2-2)``)."""
-    tree = None
     try:
-        import ast
-
         tree = ast.parse(printed.strip(), mode="eval")
     except (SyntaxError, ValueError):
         return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            den = rational(ast.unparse(node.right))
-            if den == 0:
-                return True
-    return False
+    return any(isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and rational(ast.unparse(node.right)) == 0
+               for node in ast.walk(tree))
 
 
 _FILTER = re.compile(r"Obtain the (\w+) of the '(.*)'-states with values described by")

@@ -133,6 +133,13 @@ def _certificate(approx: Approximation, space: Space) -> dict | None:
     return {"direction": (w * space.sign).tolist(), "bound": float(mu @ b), "required": float(w[fin] @ q[fin])}
 
 
+def _witness(approx: Approximation, space: Space, lam: np.ndarray) -> Witness:
+    """The mixture of the inner polytope's vertices with weights ``lam`` (original units)."""
+    keep = np.flatnonzero(lam > 1e-12)
+    return Witness([space.to_x(approx.V[i]).tolist() for i in keep], [float(lam[i]) for i in keep],
+                   [approx.schedulers[i] for i in keep])
+
+
 def _unmet(approx: Approximation, space: Space, it: int, max_iter: int) -> tuple[str, dict | None]:
     """The status of a query whose thresholds no point found meets, and its certificate:
     ``infeasible`` where the halfspaces prove it, else ``iteration_limit`` or ``stalled`` (the
@@ -176,10 +183,7 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
     achievable = bool(upper >= 0 and (inner is None or margin >= -precision))
     witness = certificate = None
     if inner is not None and achievable:
-        lam = inner[1]
-        keep = np.flatnonzero(lam > 1e-12)
-        witness = Witness([space.to_x(approx.V[i]).tolist() for i in keep], [float(lam[i]) for i in keep],
-                          [approx.schedulers[i] for i in keep])
+        witness = _witness(approx, space, inner[1])
     near = bool(abs(margin) <= precision)
     strict = _strict(objectives)
     if achievable and strict.any():  # ">" and "<": the strict thresholds need a positive slack
@@ -188,9 +192,7 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
         if t_out is None or t_out <= tol:  # certified: no point meets them strictly
             achievable, witness, near = False, None, True
         elif t_in is not None and t_in > tol:  # a witness that meets them strictly
-            keep = np.flatnonzero(lam > 1e-12)
-            witness = Witness([space.to_x(approx.V[i]).tolist() for i in keep], [float(lam[i]) for i in keep],
-                              [approx.schedulers[i] for i in keep])
+            witness = _witness(approx, space, lam)
         else:  # met strictly only within the precision (Storm's approximate semantics)
             near = True
     if not achievable:
@@ -231,10 +233,7 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
     lo_y, hi_y = inner[0], max(outer[0], inner[0])  # (the outer bound can round a few ulp below the inner)
     s = space.sign[k]
     lo, hi = (lo_y, hi_y) if s > 0 else (-hi_y, -lo_y)
-    lam = inner[1]
-    keep = np.flatnonzero(lam > 1e-12)
-    witness = Witness([space.to_x(approx.V[i]).tolist() for i in keep], [float(lam[i]) for i in keep],
-                      [approx.schedulers[i] for i in keep])
+    witness = _witness(approx, space, inner[1])
     # a threshold within the precision of its objective's best value (the unit directions queried
     # first found it): the feasible set is that thin, and Storm's approximate modes may call the
     # query infeasible. (A constraint tight at the answer is the rule, not a sign of this.)
