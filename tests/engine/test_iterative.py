@@ -82,7 +82,8 @@ def test_method_auto_uses_the_size_limit():
     m = _chain(1e-3)
     objs = total_objectives(1, ["max"])
     assert Engine(m, objs).n_iterative == 0
-    assert Engine(m, objs, size_limit=1).n_iterative == 1
+    assert Engine(m, objs, size_limit=1).n_iterative == 0  # a two-state block: within its band
+    assert Engine(m, objs, size_limit=1, band_budget=0).n_iterative == 1
     with pytest.raises(ValueError, match="method"):
         Engine(m, objs, method="fast")
 

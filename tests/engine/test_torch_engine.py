@@ -197,6 +197,20 @@ def test_cyclic_blocks_sparse_lu_equal_cpu_engine(device, seed, n, m):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120), m=st.integers(1, 3))
+def test_cyclic_blocks_in_their_band_equal_cpu_engine(device, seed, n, m):
+    """Blocks above ``sparse_limit`` (here: all) by band elimination on the host
+    (:mod:`mopmc.engine.banded`): exact, as the CPU engine's SuperLU."""
+    got = _compare_cyclic(seed, n, m, device, dense_limit=0, sparse_limit=0)
+    if got is not None:
+        _, gpu, _, res = got
+        assert res.error_bound == 0.0
+        blocks = [step for kind, step in gpu.steps if kind == "block"]
+        assert all(b.banded is not None for b in blocks)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_a_large_cyclic_block_by_sparse_lu(device):
     """zeroconf (Storm's test suite): a cyclic block of 3,324 states, above the default
     ``dense_limit``, which the dense LU solved in 32 s on a 2-core CPU (80 policy-iteration rounds)."""
@@ -220,12 +234,13 @@ def test_a_large_cyclic_block_by_sparse_lu(device):
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 25), m=st.integers(1, 3))
 def test_iterative_block_evaluation_is_certified(device, seed, n, m):
-    """Blocks above ``dense_limit`` and ``sparse_limit`` (here: all) go through bounded iterative evaluation."""
+    """Blocks above ``dense_limit`` and ``sparse_limit`` (here: all) and not banded within
+    ``band_budget`` (here: none) go through bounded iterative evaluation."""
     rng = np.random.default_rng(seed)
     model = zero_end_components(random_mdp(rng, n, m, zero_frac=0.5, negative=False))
     objs = total_objectives(m, ["min"] * m)
     w = rng.uniform(0.1, 1.0, m)
-    got = _compare(model, objs, w, device, dense_limit=0, sparse_limit=0, precision=1e-12)
+    got = _compare(model, objs, w, device, dense_limit=0, sparse_limit=0, band_budget=0, precision=1e-12)
     if got is None:
         return
     _, gpu, cpu_res, res = got

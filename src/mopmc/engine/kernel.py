@@ -22,8 +22,9 @@ Preprocessing (:class:`Engine`), each step keeping the map back to the model:
    the initial state is not among them, no scheduler is finite: error.
 6. :mod:`~mopmc.engine.scc` plan; acyclic parts in one compiled pass, cyclic SCCs by
    :mod:`~mopmc.engine.policy_iteration` (exact sparse LU), or, for blocks of more than
-   ``size_limit`` states (``method="auto"``) or always (``method="iterative"``), by the sound
-   iterative method of :mod:`~mopmc.engine.iterative`.
+   ``size_limit`` states (``method="auto"``) that are not narrowly banded
+   (:mod:`~mopmc.engine.banded`) or always (``method="iterative"``), by the sound iterative method
+   of :mod:`~mopmc.engine.iterative`.
 7. States renumbered in processing order (``renumber="always"``, which the torch engine needs), or
    only when the order is far from sequential (``"auto"``: Storm's numbering usually is already);
    never when they are in that order already.
@@ -57,6 +58,7 @@ from typing import Sequence
 
 import numpy as np
 
+from mopmc.engine.banded import BAND_BUDGET
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
@@ -125,7 +127,9 @@ class Engine:
         choice_mask: restrict schedulers to these model choices.
         method: ``"auto"`` (exact policy iteration on blocks of cyclic SCCs up to ``size_limit``
             states, the sound iterative method above), ``"exact"`` or ``"iterative"`` (all blocks).
-        size_limit: the largest block solved by sparse LU under ``"auto"``.
+        size_limit: the largest block solved by sparse LU in SuperLU's order under ``"auto"``; larger
+            blocks are solved by sparse LU within their band when it is narrow
+            (:mod:`mopmc.engine.banded`: factors of at most ``band_budget`` entries), else iteratively.
         precision: relative precision of the iterative method (default 1e-6); see the module docstring.
         renumber: ``"always"`` renumbers the states in processing order, so that every step of the
             plan is a contiguous range (``contiguous``; the torch engine needs it); ``"auto"`` skips
@@ -141,6 +145,7 @@ class Engine:
         choice_mask: np.ndarray | None = None,
         method: str = "auto",
         size_limit: int = 100_000,
+        band_budget: int = BAND_BUDGET,
         precision: float = 1e-6,
         renumber: str = "auto",
     ):
@@ -152,6 +157,7 @@ class Engine:
             raise ValueError(f"precision {precision!r}: must be positive")
         t0 = time.perf_counter()
         self.method, self.size_limit, self.precision = method, int(size_limit), float(precision)
+        self.band_budget = int(band_budget)
         self.model = model
         self.objectives = tuple(objectives)
         self.m = len(self.objectives)
@@ -167,6 +173,7 @@ class Engine:
         self.trivial = p1.initial < 0
         self.contiguous = True  # every plan step a contiguous range of states (see ``renumber``)
         if self.trivial:
+            self.n_iterative = 0
             self.timings["total"] = time.perf_counter() - t0
             return
         self._check_finite(p1, p1_sccs)
@@ -232,9 +239,12 @@ class Engine:
 
     # ------------------------------------------------------------------ preprocessing helpers
     def _block(self, p: Problem, states: np.ndarray):
-        if self.method == "iterative" or (self.method == "auto" and len(states) > self.size_limit):
+        if self.method == "iterative":
             return IterativeBlock(p, states, self.matrix)
-        return CyclicBlock(p, states, self.matrix)
+        if self.method == "exact" or len(states) <= self.size_limit:
+            return CyclicBlock(p, states, self.matrix)
+        block = CyclicBlock(p, states, self.matrix, band=self.band_budget)
+        return block if block.banded is not None else IterativeBlock(p, states, self.matrix)
 
     def _names(self) -> str:
         return ", ".join(o.text for o in self.objectives)

@@ -9,6 +9,9 @@ rewards what an objective's direction penalises) makes the optimum infinite: the
 improper, which is detected and reported as :class:`~mopmc.errors.InfiniteValueError`.
 
 The m objectives are evaluated at the end with the same LU factors (one solve, m right-hand sides).
+A block given a ``band`` budget is solved by subtraction-free elimination in the order of
+:func:`mopmc.engine.banded.band_order` when its transitions are banded within it (``banded``;
+``None`` otherwise): the engines solve large banded blocks so instead of iterating.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from __future__ import annotations
 import numpy as np
 from scipy.sparse import csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
+
 from scipy.sparse.linalg import splu
 
+from mopmc.engine.banded import BandBlock, band_order, leave_mass
 from mopmc.engine.problem import Problem
 from mopmc.errors import InfiniteValueError
 
@@ -28,7 +33,7 @@ _MAX_ROUNDS = 10_000
 class CyclicBlock:
     """The choices of a set of states, split into the part inside the block and the rest."""
 
-    def __init__(self, p: Problem, states: np.ndarray, matrix: csr_matrix):
+    def __init__(self, p: Problem, states: np.ndarray, matrix: csr_matrix, band: int | None = None):
         self.states = states
         n_b = len(states)
         lens = p.row_groups[states + 1] - p.row_groups[states]
@@ -45,6 +50,13 @@ class CyclicBlock:
         self.A_in = csr_matrix((A.data[inside], (A.row[inside], local[A.col[inside]])), shape=shape_in)
         self.A_out = csr_matrix((A.data[~inside], (A.row[~inside], A.col[~inside])), shape=A.shape)
         self.leaves = (np.diff(self.A_out.indptr) > 0) | p.exits[self.choices]
+        self.banded = None
+        if band is not None:
+            owner = np.repeat(self.owner, np.diff(self.A_in.indptr))
+            order = band_order(n_b, owner, self.A_in.indices, band)
+            if order is not None:
+                out = np.asarray(self.A_out.sum(axis=1)).ravel()
+                self.banded = BandBlock(order, self.A_in, leave_mass(self.A_in, out, p.exits[self.choices]))
 
     def solve(self, rho, rewards, V, X, start_policy, check_proper: bool) -> tuple[np.ndarray, int]:
         """Optimise the block in place (``V``, ``X``); return the chosen global choices and rounds."""
@@ -56,9 +68,8 @@ class CyclicBlock:
         rounds = 0
         while True:
             rounds += 1
-            M = (eye - self.A_in[pol]).tocsc()
             try:
-                lu = splu(M)
+                lu = self.banded.factor(pol) if self.banded else splu((eye - self.A_in[pol]).tocsc())
             except RuntimeError:
                 raise InfiniteValueError(
                     "the weighted optimum is infinite: this direction rewards staying forever in an end component"

@@ -15,7 +15,9 @@ ties, as on the CPU. Evaluation:
   across (``n`` numbers each way), while the choices' one-step values and the segmented max stay on
   the device. A dense LU costs ``n^3``: at zeroconf's block of 3,324 states and 80 rounds it took
   32 s on a 2-core CPU, SuperLU 0.2 s;
-* larger blocks: the iteration ``x <- b + P_pi x`` from ``x_0`` (the previous round's values, else
+* larger blocks whose transitions are narrowly banded (``band_budget``): the same on the host by
+  subtraction-free band elimination (:class:`~mopmc.engine.banded.BandBlock`, as the CPU engine);
+* other larger blocks: the iteration ``x <- b + P_pi x`` from ``x_0`` (the previous round's values, else
   0) together with ``y <- P_pi y`` from 1 (the probability of still being in the block after k
   steps). Since ``V - x_k = P_pi^k (V - x_0)``, ``|V - x_k| <= |y_k| |x_k - x_0| / (1 - |y_k|)`` (max
   norms, ``P_pi >= 0``): a sound bound, tested on the
@@ -33,6 +35,7 @@ from scipy.sparse import csc_matrix, csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
+from mopmc.engine.banded import BandBlock, band_order, leave_mass
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
 
@@ -59,6 +62,7 @@ class DeviceBlock:
         inside = (tg >= a) & (tg < b)
         self.dense = self.n <= engine.dense_limit
         self.sparse = not self.dense and self.n <= engine.sparse_limit
+        self.banded = None
         put = lambda x, dt: to_device(torch, x, dt, dev)  # noqa: E731
         self.in_rows = put(rows[inside], torch.int64)
         self.in_cols = put(tg[inside] - a, torch.int64)
@@ -78,6 +82,15 @@ class DeviceBlock:
         leaves = np.zeros(self.nc, bool)
         leaves[rows[~inside]] = True
         self._leaves = leaves | problem.exits[c0:c1]
+        if not (self.dense or self.sparse) and engine.band_budget > 0:
+            owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
+            order = band_order(self.n, owner[rows[inside]], tg[inside] - a, engine.band_budget)
+            if order is not None:
+                probs = problem.probs[k0:k1]
+                P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
+                out = np.bincount(rows[~inside], weights=probs[~inside], minlength=self.nc)
+                self.banded = BandBlock(order, P_in, leave_mass(P_in, out, problem.exits[c0:c1]))
+        self.exact = self.dense or self.sparse or self.banded is not None
 
     # ------------------------------------------------------------------ one direction
     def solve(self, rho, VX, choice, start_policy: np.ndarray, check_proper: bool) -> tuple[float, float]:
@@ -119,7 +132,7 @@ class DeviceBlock:
         VX[a:b, 1:] = xb
         choice[a:b] = c0 + pol
         error = float(errx.max()) if len(errx) else 0.0
-        gap = 0.0 if self.dense or self.sparse else self._certify(out_v, vb, float(err[0]))
+        gap = 0.0 if self.exact else self._certify(out_v, vb, float(err[0]))
         return gap, error
 
     def _certify(self, out_v, vb, err: float) -> float:
@@ -163,7 +176,7 @@ class DeviceBlock:
                 return x, torch.zeros(rhs.shape[1], dtype=torch.float64)
 
             return dense
-        if self.sparse:
+        if self.sparse or self.banded is not None:
             return self._sparse_lu(pol)
 
         def iterative(rhs, x0=None):
@@ -172,17 +185,21 @@ class DeviceBlock:
         return iterative
 
     def _sparse_lu(self, pol):
-        """The solver of ``(I - P_pi) x = rhs`` by SuperLU on the host (as the CPU engine's blocks)."""
+        """The solver of ``(I - P_pi) x = rhs`` on the host, by SuperLU or band elimination (as the
+        CPU engine's blocks)."""
         torch = self.torch
         dev = pol.device
-        rows, cols = self._host_in
-        owner, probs = self._host_lu
-        chosen = np.zeros(self.nc, bool)
-        chosen[pol.cpu().numpy()] = True
-        sel = chosen[rows]
-        P = csc_matrix((probs[sel], (owner[sel], cols[sel])), shape=(self.n, self.n))  # duplicates summed
         try:
-            lu = splu((identity(self.n, format="csc") - P).tocsc())
+            if self.banded is not None:
+                lu = self.banded.factor(pol.cpu().numpy())
+            else:
+                rows, cols = self._host_in
+                owner, probs = self._host_lu
+                chosen = np.zeros(self.nc, bool)
+                chosen[pol.cpu().numpy()] = True
+                sel = chosen[rows]
+                P = csc_matrix((probs[sel], (owner[sel], cols[sel])), shape=(self.n, self.n))  # duplicates summed
+                lu = splu((identity(self.n, format="csc") - P).tocsc())
         except RuntimeError:  # exactly singular: the policy never leaves the block
             raise InfiniteValueError(_INFINITE) from None
 

@@ -18,7 +18,9 @@ SCC plan, renumbered problem) by composition and solves each direction on the de
   that fails leaves its run eager (``graph_errors`` says why) with the same results.
 * **Cyclic SCC blocks** by policy iteration on the device (:mod:`mopmc.engine.torch_cyclic`): dense
   LU for blocks up to ``dense_limit`` states, sparse LU on the host (SuperLU, as the CPU engine)
-  up to ``sparse_limit`` (both exact up to rounding, error bound 0), otherwise an
+  up to ``sparse_limit``, larger blocks whose transitions are narrowly banded by subtraction-free
+  band elimination on the host (:mod:`mopmc.engine.banded`, as the CPU engine; all three exact up
+  to rounding, error bound 0), otherwise an
   iterative evaluation with a sound bound, its convergence tested on the device every
   ``check_every`` sweeps only, and the optimum certified by an optimistic upper bound. The
   ``error_bound`` means what the CPU engine's means: every value is within it of the returned
@@ -42,6 +44,7 @@ from typing import NamedTuple, Sequence
 
 import numpy as np
 
+from mopmc.engine.banded import BAND_BUDGET
 from mopmc.engine.kernel import Engine, KernelResult
 from mopmc.errors import DependencyError, InfiniteValueError, MopmcError
 
@@ -171,7 +174,9 @@ class TorchEngine:
         precision: relative precision of iterative block evaluations (blocks above ``dense_limit``).
         dense_limit: cyclic blocks with at most this many states are solved by dense LU on the device (exact).
         sparse_limit: larger cyclic blocks up to this many states by sparse LU on the host (SuperLU,
-            exact, as the CPU engine); blocks above it by iterative evaluation on the device.
+            exact, as the CPU engine); blocks above it by band elimination on the host when their
+            factors fit ``band_budget`` numbers (:mod:`mopmc.engine.banded`; 0: never), else by
+            iterative evaluation on the device.
         check_every: iterative sweeps between convergence checks (each check is one host sync).
         engine: an already prepared CPU engine for the same model and objectives (skips preprocessing).
         padded: acyclic levels in padded dense form (:mod:`mopmc.engine.torch_levels`) where that at
@@ -199,6 +204,7 @@ class TorchEngine:
         precision: float = DEFAULT_PRECISION,
         dense_limit: int = DEFAULT_DENSE_LIMIT,
         sparse_limit: int = DEFAULT_SPARSE_LIMIT,
+        band_budget: int = BAND_BUDGET,
         check_every: int = 32,
         engine: Engine | None = None,
         padded: bool = True,
@@ -226,6 +232,7 @@ class TorchEngine:
         self.precision = float(precision)
         self.dense_limit = int(dense_limit)
         self.sparse_limit = int(sparse_limit)
+        self.band_budget = int(band_budget)
         self.check_every = max(1, int(check_every))
         self.padded_levels = bool(padded)
         self.graphs = (self.device.type == "cuda") if graphs is None else bool(graphs)

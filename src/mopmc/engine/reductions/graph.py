@@ -99,17 +99,14 @@ def almost_sure_exit_acyclic(p: Problem, order: np.ndarray):
 def avoid_positive(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> np.ndarray:
     """States where some scheduler avoids ``target`` forever with probability 1 (``Pmin[F target] = 0``)."""
     rev = rev or reverse(g)
-    # Pmin > 0 (all schedulers reach with positive probability): least fixpoint of
-    # target | (every choice has a successor in the set); we compute its complement greatest fixpoint.
+    # the largest set outside target closed under the choices whose successors all lie in it (the
+    # complement of Pmin > 0), by a worklist: linear, where a round per one-step rule peels a chain
+    # one state per round
     from mopmc.engine import numba_kernels as nk
 
-    inside = ~target
-    while True:
-        valid = nk.all_successors_in(g.indptr, g.targets, inside, g.n_choices) & inside[rev.state_of_choice]
-        keep = inside & any_per_state(valid, g, rev)
-        if np.array_equal(keep, inside):
-            return inside
-        inside = keep
+    inside = ~np.asarray(target, bool)
+    nk.prune_closed(rev.ptr, rev.choice, rev.state_of_choice, np.ones(g.n_choices, bool), inside)
+    return inside
 
 
 def almost_sure_all(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> np.ndarray:

@@ -1,0 +1,174 @@
+"""Exact solves of banded cyclic blocks: a bandwidth-reducing order, then subtraction-free elimination.
+
+Cyclic blocks above the engines' size limit for sparse LU go to sound value iteration, whose
+convergence is as slow as the block mixes: on a one-SCC chain of n states (a random walk to a goal)
+it needs about n^2 sweeps (72 s at n = 5,000). Such blocks are often *banded*: after a reverse
+Cuthill-McKee order of the union of their choices' transitions, every transition moves at most ``b``
+places, and Gaussian elimination without pivoting keeps its factors in that band: ``n (2b + 1)``
+numbers and ``O(n b^2)`` operations, whatever the policy (every policy's matrix lies in the union's
+band). :func:`band_order` returns the order when that cost is within a budget.
+
+The system ``(I - P) x = r`` of a policy that leaves the block almost surely is solved by the
+Grassmann-Taksar-Heyman variant of elimination (:class:`GthBand`): with ``P >= 0`` and the mass
+``e >= 0`` that leaves each row's state, every Schur complement is again ``I - P'`` with ``P' >= 0``,
+``e' = e + f e_k >= 0``, and its diagonal is computed as ``e'_i + sum_j P'_ij`` (never as a
+difference). Every operation adds, multiplies or divides nonnegative numbers, so the factors are
+accurate entry by entry whatever the condition number: on a 120,000-state random walk (condition
+about 10^10), SuperLU in the wrong order answered a probability of 1 as 0.99999999204, this gives
+1.0. A policy that never leaves part of the block shows as an exactly zero pivot.
+
+Example:
+    >>> perm, b = band_order(n, owner, target)  # doctest: +SKIP
+    >>> lu = GthBand(n, b, rows, cols, probs, leave); x = lu.solve(rhs)  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.sparse import csr_matrix
+from scipy.sparse.csgraph import reverse_cuthill_mckee
+
+from mopmc.engine.numba_kernels import _lazy
+
+BAND_BUDGET = 40_000_000  # factor entries n (2b + 1): 320 MB
+FLOP_BUDGET = 2_000_000_000  # n b^2 per factorisation: about 2 s compiled
+
+
+def band_order(n: int, rows: np.ndarray, cols: np.ndarray, budget: int = BAND_BUDGET,
+               flops: int = FLOP_BUDGET) -> tuple[np.ndarray, int] | None:
+    """``(perm, b)``: a reverse Cuthill-McKee order of ``n`` states under which the transitions
+    ``rows -> cols`` (local state indices, of any choice) move at most ``b`` places, when the band
+    factors fit ``n (2b + 1) <= budget`` and ``n b^2 <= flops``; else ``None``."""
+    if n == 0 or n > budget:
+        return None
+    rows = np.asarray(rows, np.int64)
+    cols = np.asarray(cols, np.int64)
+    off = rows != cols
+    r, c = rows[off], cols[off]
+    ones = np.ones(2 * len(r), np.int8)
+    pattern = csr_matrix((ones, (np.concatenate((r, c)), np.concatenate((c, r)))), shape=(n, n))
+    perm = reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.int64)
+    where = np.empty(n, np.int64)
+    where[perm] = np.arange(n)
+    b = int(np.abs(where[r] - where[c]).max(initial=0))
+    if n * (2 * b + 1) > budget or n * b * b > flops:
+        return None
+    return perm, b
+
+
+class GthBand:
+    """Factors of ``I - P`` for a substochastic ``P`` banded within ``b`` (``n`` states, already in
+    band order): ``P`` given as ``rows, cols, probs`` (duplicates summed; self-loops count only
+    through ``leave``) and ``leave``, the probability mass each state sends out of the block (to
+    solved states or the terminal). ``RuntimeError`` when a part of the block is never left (the
+    matrix is singular), as SciPy's ``splu``."""
+
+    def __init__(self, n: int, b: int, rows, cols, probs, leave):
+        self.n, self.b = n, b
+        w = 2 * b + 1
+        off = rows != cols
+        flat = rows[off] * w + (cols[off] - rows[off] + b)
+        band = np.bincount(flat, weights=probs[off], minlength=n * w).astype(np.float64, copy=False).reshape(n, w)
+        e = np.array(leave, np.float64)
+        at = _factor(band, e, b)
+        if at >= 0:
+            raise RuntimeError(f"singular: state {at} of the block is never left")
+        self.band = band
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``x`` with ``(I - P) x = rhs`` (``rhs``: n, or n x k)."""
+        x = np.array(rhs, np.float64, order="C")
+        flat = x.ndim == 1
+        x2 = x.reshape(self.n, -1)
+        _solve(self.band, self.b, x2)
+        return x2.reshape(self.n) if flat else x2
+
+
+@_lazy
+def _factor(band, e, b):
+    """In place: row ``k`` keeps ``P'_kj`` above the diagonal and its pivot at ``b``; below the
+    diagonal the multipliers ``f_ik = P'_ik / pivot_k``. Returns the first state with a zero pivot, or -1."""
+    n = band.shape[0]
+    for k in range(n):
+        hi = min(n, k + b + 1)
+        d = e[k]
+        for j in range(k + 1, hi):
+            d += band[k, b + j - k]
+        if d <= 0.0:
+            return k
+        band[k, b] = d
+        for i in range(k + 1, hi):
+            aik = band[i, b + k - i]
+            if aik == 0.0:
+                continue
+            f = aik / d
+            band[i, b + k - i] = f
+            e[i] += f * e[k]
+            for j in range(k + 1, hi):
+                if j != i:
+                    akj = band[k, b + j - k]
+                    if akj != 0.0:
+                        band[i, b + j - i] += f * akj
+    return -1
+
+
+@_lazy
+def _solve(band, b, x):
+    n = band.shape[0]
+    m = x.shape[1]
+    for i in range(n):
+        for k in range(max(0, i - b), i):
+            f = band[i, b + k - i]
+            if f != 0.0:
+                for c in range(m):
+                    x[i, c] += f * x[k, c]
+    for k in range(n - 1, -1, -1):
+        for j in range(k + 1, min(n, k + b + 1)):
+            a = band[k, b + j - k]
+            if a != 0.0:
+                for c in range(m):
+                    x[k, c] += a * x[j, c]
+        d = band[k, b]
+        for c in range(m):
+            x[k, c] /= d
+
+
+class BandBlock:
+    """A cyclic block in band order: its choices' transitions inside it (``inside``: CSR, choices x
+    the block's ``n`` states, local indices) and ``leave``, each choice's mass out of the block.
+    :meth:`factor` gives the solver of ``(I - P_pi) x = rhs`` of a policy (one local choice per
+    state), in the block's own state order."""
+
+    def __init__(self, order: tuple[np.ndarray, int], inside: csr_matrix, leave: np.ndarray):
+        self.perm, self.b = order
+        self.n = len(self.perm)
+        self.where = np.empty(self.n, np.int64)
+        self.where[self.perm] = np.arange(self.n)
+        self.inside, self.leave = inside, np.asarray(leave, np.float64)
+
+    def factor(self, pol: np.ndarray) -> "_InOrder":
+        P = self.inside[pol].tocoo()
+        w = self.where
+        gth = GthBand(self.n, self.b, w[P.row], w[P.col], P.data, self.leave[pol][self.perm])
+        return _InOrder(gth, self.perm)
+
+
+class _InOrder:
+    """A band-order solver that takes and returns vectors in the block's own state order."""
+
+    def __init__(self, gth: GthBand, perm: np.ndarray):
+        self.gth, self.perm = gth, perm
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        y = self.gth.solve(np.asarray(rhs)[self.perm])
+        x = np.empty_like(y)
+        x[self.perm] = y
+        return x
+
+
+def leave_mass(inside: csr_matrix, outside_sum: np.ndarray, exits: np.ndarray) -> np.ndarray:
+    """Per choice, the probability of leaving the block: ``outside_sum`` (to solved states) and, on
+    ``exits`` choices, what their probabilities miss of 1 (the terminal)."""
+    inside_sum = np.asarray(inside.sum(axis=1)).ravel()
+    terminal = np.where(exits, np.maximum(1.0 - inside_sum - outside_sum, 0.0), 0.0)
+    return outside_sum + terminal

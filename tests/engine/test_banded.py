@@ -1,0 +1,190 @@
+"""Large banded cyclic blocks: subtraction-free band elimination (mopmc.engine.banded) against Storm's
+exact engine, against the engines' own sparse LU on random MDPs, and against exact rational solves."""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mdp_reference import FAST, random_mdp, total_objectives, zero_end_components
+from storm_reference import storm_exact
+from mopmc.engine.banded import GthBand, band_order
+from mopmc.engine.iterative import IterativeBlock
+from mopmc.engine.kernel import Engine
+from mopmc.engine.policy_iteration import CyclicBlock
+from mopmc.errors import InfiniteValueError
+
+WALK = """mdp
+const int N = {n};
+module walk
+  s : [0..N] init 0;
+  [slow] s<N -> {p}:(s'=min(s+1,N)) + {q}:(s'=max(s-1,0));
+  [fast] s<N -> 0.6:(s'=min(s+1,N)) + 0.4:(s'=max(s-1,0));
+  [] s=N -> true;
+endmodule
+label "goal" = s=N;
+rewards "r"
+  [slow] true : 1;
+  [fast] true : 2;
+endrewards
+"""
+
+GRID = """mdp
+const int K = {k};
+module grid
+  x : [0..K] init 0;
+  y : [0..K] init 0;
+  [east] x<K | y<K -> 0.45:(x'=min(x+1,K)) + 0.2:(y'=min(y+1,K)) + 0.35:(x'=max(x-1,0));
+  [north] x<K | y<K -> 0.4:(y'=min(y+1,K)) + 0.25:(x'=min(x+1,K)) + 0.35:(y'=max(y-1,0));
+  [] x=K & y=K -> true;
+endmodule
+label "goal" = x=K & y=K;
+rewards "r"
+  [east] true : 1;
+  [north] true : 3;
+endrewards
+"""
+
+PROPS = ['Pmin=? [F "goal"]', 'R{"r"}min=? [F "goal"]', 'R{"r"}max=? [F "goal"]']
+
+
+@pytest.mark.parametrize("engine", ["kernel", "torch"])
+@pytest.mark.parametrize("text", [WALK.format(n=1500, p=0.5, q=0.5), WALK.format(n=800, p=0.55, q=0.45), GRID.format(k=14)],
+                         ids=["walk-half", "walk-uneven", "grid"])
+def test_large_banded_blocks_equal_storm_exact(tmp_path, text, engine):
+    """The one cyclic block is above the size limit of sparse LU here: before, it went to value
+    iteration (about n^2 sweeps on a random walk); now it is solved exactly in its band."""
+    from mopmc.io.load import load
+    from mopmc.queries.single import _kernel_value
+
+    if engine == "torch":
+        pytest.importorskip("torch")
+        from mopmc.engine.torch_engine import TorchEngine
+
+        make, options = TorchEngine, {"device": "cpu", "sparse_limit": 10}
+    else:
+        make, options = Engine, {"size_limit": 10}
+    path = tmp_path / "m.prism"
+    path.write_text(text)
+    want = storm_exact(path, ";".join(PROPS))
+    for prop, ref in zip(PROPS, want):
+        o = load(path, properties=prop).properties()[0].objectives[0]
+        loaded = load(path, properties=prop)
+        value, _, bound = _kernel_value(loaded.model, o, options, make)
+        assert bound == 0.0
+        assert value == pytest.approx(ref, rel=1e-12), prop
+    if engine == "kernel":  # the block did take the banded path, and goes to iteration without it
+        objs = load(path, properties=PROPS[2]).properties()[0].objectives
+        eng = Engine(loaded.model, objs, size_limit=10)
+        blocks = [b for b in eng.blocks if b is not None]
+        assert len(blocks) == 1 and isinstance(blocks[0], CyclicBlock) and blocks[0].banded is not None
+        assert Engine(loaded.model, objs, size_limit=10, band_budget=0).n_iterative == 1
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 60), m=st.integers(1, 3), finite=st.booleans(),
+       signed=st.booleans())
+def test_band_elimination_equals_sparse_lu_on_random_mdps(seed, n, m, finite, signed):
+    """Every cyclic block through band elimination (``size_limit=0``) against SuperLU
+    (``method="exact"``): the same optimum, the same infinite directions."""
+    rng = np.random.default_rng(seed)
+    model = random_mdp(rng, n, m, zero_frac=0.5)
+    if finite:
+        model = zero_end_components(model)
+    objs = total_objectives(m, [("min", "max")[int(x)] for x in rng.integers(0, 2, m)])
+    w = rng.uniform(-1, 1, m) if signed else rng.uniform(0, 1, m)
+    try:
+        exact = Engine(model, objs, method="exact").optimise(w)
+    except InfiniteValueError:
+        with pytest.raises(InfiniteValueError):
+            Engine(model, objs, size_limit=0).optimise(w)
+        return
+    eng = Engine(model, objs, size_limit=0)
+    assert eng.n_iterative == 0  # every block fits its band at these sizes
+    res = eng.optimise(w)
+    assert res.error_bound == 0.0
+    assert res.weighted == pytest.approx(exact.weighted, rel=1e-9, abs=1e-9)
+    np.testing.assert_allclose(res.values, exact.values, rtol=1e-9, atol=1e-9)
+
+
+def _walk(n: int, up: Fraction):
+    """A walk on 0..n-1 (up with ``up``, down otherwise, staying at 0), leaving from n-1 upwards."""
+    rows, cols, probs = [], [], []
+    for i in range(n):
+        if i + 1 < n:
+            rows.append(i), cols.append(i + 1), probs.append(up)
+        rows.append(i), cols.append(max(i - 1, 0)), probs.append(1 - up)
+    leave = [Fraction(0)] * n
+    leave[-1] = up
+    return rows, cols, probs, leave
+
+
+def _exact_tridiagonal(n, rows, cols, probs, leave, rhs):
+    """(I - P) x = rhs in rational arithmetic (Thomas algorithm; P tridiagonal)."""
+    lo, di, up = [Fraction(0)] * n, [Fraction(1)] * n, [Fraction(0)] * n
+    for r, c, p in zip(rows, cols, probs):
+        if c == r:
+            di[r] -= p
+        elif c == r + 1:
+            up[r] -= p
+        else:
+            lo[r] -= p
+    d, y = list(di), list(rhs)
+    for i in range(1, n):
+        f = lo[i] / d[i - 1]
+        d[i] -= f * up[i - 1]
+        y[i] -= f * y[i - 1]
+    x = [Fraction(0)] * n
+    for i in range(n - 1, -1, -1):
+        x[i] = (y[i] - (up[i] * x[i + 1] if i + 1 < n else 0)) / d[i]
+    return x
+
+
+@pytest.mark.parametrize("up", [Fraction(1, 2), Fraction(9, 20), Fraction(1, 3)])
+@pytest.mark.parametrize("reverse", [False, True])
+def test_band_elimination_is_accurate_entry_by_entry(up, reverse):
+    """A 300-state walk whose hitting times reach 10^4 and more: every entry of the solution within
+    a few ulp of the exact rational one, in either elimination direction."""
+    n = 300
+    rows, cols, probs, leave = _walk(n, up)
+    rhs = [Fraction(1)] * n  # expected steps to leave
+    exact = np.array([float(v) for v in _exact_tridiagonal(n, rows, cols, probs, leave, rhs)])
+    perm = np.arange(n)[::-1].copy() if reverse else np.arange(n)
+    where = np.empty(n, np.int64)
+    where[perm] = np.arange(n)
+    r, c = where[np.array(rows)], where[np.array(cols)]
+    lu = GthBand(n, 1, r, c, np.array([float(p) for p in probs]), np.array([float(v) for v in leave])[perm])
+    x = np.empty(n)
+    x[perm] = lu.solve(np.ones(n))
+    assert exact.max() > 1e4
+    np.testing.assert_allclose(x, exact, rtol=1e-13)
+
+
+def test_a_closed_part_is_a_zero_pivot():
+    # 0 <-> 1 forever, 2 leaves: singular, as SuperLU reports it
+    with pytest.raises(RuntimeError, match="never left"):
+        GthBand(3, 1, np.array([0, 1, 2]), np.array([1, 0, 1]), np.array([1.0, 1.0, 0.5]), np.array([0.0, 0.0, 0.5]))
+
+
+def test_band_order_budget():
+    n = 1000
+    rows = np.arange(n - 1)
+    cols = rows + 1
+    perm, b = band_order(n, rows, cols)
+    assert sorted(perm.tolist()) == list(range(n)) and b == 1
+    assert band_order(n, rows, cols, budget=2 * n) is None  # n (2b + 1) = 3n
+    # a dense block: b = n - 1, beyond the operations budget
+    full = np.repeat(np.arange(n), n), np.tile(np.arange(n), n)
+    assert band_order(n, *full, flops=10**8) is None
+
+
+def test_method_auto_sends_only_blocks_beyond_the_band_to_iteration():
+    m = zero_end_components(random_mdp(np.random.default_rng(5), 40, 1, zero_frac=0.5))
+    objs = total_objectives(1, ["max"])
+    assert Engine(m, objs, size_limit=0).n_iterative == 0
+    assert Engine(m, objs, size_limit=0, band_budget=0).n_iterative > 0
+    assert all(isinstance(b, (IterativeBlock, type(None))) for b in Engine(m, objs, size_limit=0, band_budget=0).blocks)
