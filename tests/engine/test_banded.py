@@ -188,3 +188,44 @@ def test_method_auto_sends_only_blocks_beyond_the_band_to_iteration():
     assert Engine(m, objs, size_limit=0).n_iterative == 0
     assert Engine(m, objs, size_limit=0, band_budget=0).n_iterative > 0
     assert all(isinstance(b, (IterativeBlock, type(None))) for b in Engine(m, objs, size_limit=0, band_budget=0).blocks)
+
+
+def test_an_ill_conditioned_walk_gets_its_policy_value_to_the_last_digits(tmp_path):
+    """An 800-state walk drifting away from its goal: expected rewards near 1e71 (condition about
+    as large). The kernel's value (its block is within SuperLU's size limit, and banded cheaply)
+    is the exact value of the scheduler it returns, to 1e-12; SuperLU's was 2.9e16 (it loses
+    about eps * condition). The optimum over schedulers is 9% higher (Storm exact: 3.15e71): the
+    better choices gain O(1) on values of 1e71, below what a float64 engine can see."""
+    from mopmc.io.load import load
+    from mopmc.queries.single import _kernel_value
+
+    n = 800
+    path = tmp_path / "m.prism"
+    path.write_text(WALK.format(n=n, p=0.45, q=0.55))
+    loaded = load(path, properties='R{"r"}max=? [F "goal"]', valuations=True)
+    model, o = loaded.model, loaded.properties()[0].objectives[0]
+    value, sched, bound = _kernel_value(model, o, {})
+    assert bound == 0.0
+    # the returned scheduler's exact value: its chain over s = 0..n-1 in rational arithmetic, with the
+    # model's probabilities (the doubles nearest 0.45 and 0.55 sum to 1 + 2^-54, a leak that alone
+    # would cap the values near 2^54)
+    s_of = model.valuations.values[:, list(model.valuations.names).index("s")]
+    chosen = sched.lookup()  # (state, goal memory) -> choice; before the goal the memory is 0
+    rows, cols, probs, reward = [], [], [], [Fraction(0)] * n
+    leave = [Fraction(0)] * n
+    rw = model.rewards["r"]
+    for state in range(model.n_states):
+        s = int(s_of[state])
+        if s == n:
+            continue
+        c = chosen[(state, 0)]
+        reward[s] = Fraction(float(rw[c]))
+        for k in range(model.indptr[c], model.indptr[c + 1]):
+            t, p = int(s_of[model.targets[k]]), Fraction(float(model.probs[k])).limit_denominator(1000)  # 9/20, not the double
+            if t == n:
+                leave[s] += p
+            else:
+                rows.append(s), cols.append(t), probs.append(p)
+    exact = float(_exact_tridiagonal(n, rows, cols, probs, leave, reward)[int(s_of[model.initial])])
+    assert exact > 1e70
+    assert value == pytest.approx(exact, rel=1e-12)

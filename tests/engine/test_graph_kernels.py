@@ -284,3 +284,83 @@ def test_nonzero_rows_is_numpys_any_not_zero(seed, rows, cols):
     a[rng.random((rows, cols)) < 0.1] = -0.0
     for x in (a, np.asfortranarray(a), a[:, ::-1], a[::2]):
         np.testing.assert_array_equal(nk.nonzero_rows(x), np.any(x != 0.0, axis=1))
+
+
+# --- qualitative reachability: the worklist fixpoints against their plain definitions ----------------
+
+def _plain_avoid(rg, ip, tg, target):
+    """Pmin[F target] = 0: the largest set outside target where some choice keeps every successor in it."""
+    n = len(rg) - 1
+    inside = ~target
+    while True:
+        keep = np.array([inside[s] and any(all(inside[tg[k]] for k in range(ip[c], ip[c + 1]))
+                                           for c in range(rg[s], rg[s + 1])) for s in range(n)], bool)
+        if np.array_equal(keep, inside):
+            return inside
+        inside = keep
+
+
+def _plain_almost_sure_max(rg, ip, tg, target, exits):
+    """Pmax = 1: repeat (keep the states that reach target, or an exit, by choices staying inside)."""
+    n = len(rg) - 1
+    owner = np.repeat(np.arange(n), np.diff(rg))
+    inside = np.ones(n, bool)
+    while True:
+        valid = np.array([inside[owner[c]] and all(inside[tg[k]] for k in range(ip[c], ip[c + 1]))
+                          for c in range(len(ip) - 1)], bool)
+        mark = inside & (target | np.bincount(owner[valid & exits], minlength=n).astype(bool))
+        changed = True
+        while changed:
+            changed = False
+            for c in np.flatnonzero(valid):
+                s = owner[c]
+                if not mark[s] and any(mark[tg[k]] for k in range(ip[c], ip[c + 1])):
+                    mark[s] = changed = True
+        if np.array_equal(mark, inside):
+            return inside
+        inside = mark
+
+
+@settings(max_examples=80, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40))
+def test_qualitative_fixpoints_equal_their_plain_definitions(seed, n):
+    from mopmc.engine.reductions import graph
+
+    rng = np.random.default_rng(seed)
+    rg, ip, tg = _random_csr(rng, n)
+    target = rng.random(n) < 0.15
+    exits = rng.random(len(ip) - 1) < 0.1
+    g = graph.Csr(rg, ip, tg)
+    np.testing.assert_array_equal(graph.avoid_positive(g, target), _plain_avoid(rg, ip, tg, target))
+    mask, via = graph.almost_sure_max(g, target, exits)
+    np.testing.assert_array_equal(mask, _plain_almost_sure_max(rg, ip, tg, target, exits))
+    # the returned choices stay inside and are proper: following them from any state of mask
+    # reaches target or an exit choice
+    owner = np.repeat(np.arange(n), np.diff(rg))
+    for s in np.flatnonzero(mask & ~target):
+        c = via[s]
+        assert c >= 0 and owner[c] == s
+        assert all(mask[tg[k]] for k in range(ip[c], ip[c + 1]))
+
+
+def test_a_walk_with_a_trap_at_one_end_is_peeled_at_once():
+    """Gambler's ruin: 0 <- 1 <-> 2 <-> ... <-> n-1 -> goal, 0 a trap. No state reaches the goal
+    almost surely; the plain fixpoint needs a round per state (quadratic), the worklist one."""
+    from mopmc.engine.reductions import graph
+
+    n = 200_000
+    rg = np.arange(n + 2, dtype=np.int64)  # one choice per state; state n is the goal
+    lens = np.full(n + 1, 2, np.int64)
+    lens[0] = lens[n] = 1
+    ip = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+    tg = np.empty(ip[-1], np.int64)
+    tg[0] = 0  # the trap loops
+    s = np.arange(1, n)
+    tg[ip[1:n]] = s - 1
+    tg[ip[1:n] + 1] = s + 1
+    tg[ip[n]] = n
+    target = np.zeros(n + 1, bool)
+    target[n] = True
+    mask, _ = graph.almost_sure_max(graph.Csr(rg, ip, tg), target)
+    assert mask.sum() == 1 and mask[n]
+    assert graph.avoid_positive(graph.Csr(rg, ip, tg), target).sum() == 1  # only the trap avoids it

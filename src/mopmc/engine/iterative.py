@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from mopmc.engine.banded import BAND_BUDGET
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem
 from mopmc.engine.reductions.end_components import maximal_end_components
@@ -46,10 +47,12 @@ _RETRIES = 8
 class IterativeBlock:
     """A block of cyclic SCCs solved by the sound iterative method (see the module docstring)."""
 
-    def __init__(self, p: Problem, states: np.ndarray, matrix):
+    def __init__(self, p: Problem, states: np.ndarray, matrix, exact: CyclicBlock | None = None):
+        """``exact``: the block for policy iteration when iterating fails (built here unless given;
+        in band elimination when the block is banded: exact however ill-conditioned)."""
         from mopmc.engine import numba_kernels as nk
 
-        self.exact = e = CyclicBlock(p, states, matrix)
+        self.exact = e = exact if exact is not None else CyclicBlock(p, states, matrix, band=BAND_BUDGET)
         self.states = states
         A = e.A_in
         A.sort_indices()

@@ -239,12 +239,11 @@ class Engine:
 
     # ------------------------------------------------------------------ preprocessing helpers
     def _block(self, p: Problem, states: np.ndarray):
-        if self.method == "iterative":
-            return IterativeBlock(p, states, self.matrix)
-        if self.method == "exact" or len(states) <= self.size_limit:
-            return CyclicBlock(p, states, self.matrix)
-        block = CyclicBlock(p, states, self.matrix, band=self.band_budget)
-        return block if block.banded is not None else IterativeBlock(p, states, self.matrix)
+        small = self.method == "exact" or (self.method == "auto" and len(states) <= self.size_limit)
+        block = CyclicBlock(p, states, self.matrix, band=self.band_budget, cheap=small)
+        if small or (self.method == "auto" and block.banded is not None):
+            return block
+        return IterativeBlock(p, states, self.matrix, exact=block)
 
     def _names(self) -> str:
         return ", ".join(o.text for o in self.objectives)

@@ -1066,11 +1066,12 @@ def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, 
 
 
 @_lazy
-def prune_closed(rev_ptr, rev_choice, state_of_choice, allowed, alive):
+def prune_closed(rev_ptr, rev_choice, state_of_choice, allowed, alive, keep):
     """Shrink ``allowed`` (choices) and ``alive`` (states), in place, to the largest part closed
     under the allowed choices: a choice with a successor that is not alive is dropped, a state left
-    without choices is no longer alive, until nothing changes (a worklist: linear, where repeating
-    the one-step rule costs a pass per state along a chain)."""
+    without choices is no longer alive (unless ``keep``: such states stay alive without choices),
+    until nothing changes (a worklist: linear, where repeating the one-step rule costs a pass per
+    state along a chain)."""
     n = alive.shape[0]
     count = np.zeros(n, np.int64)
     for c in range(allowed.shape[0]):
@@ -1079,7 +1080,7 @@ def prune_closed(rev_ptr, rev_choice, state_of_choice, allowed, alive):
     stack = np.empty(n, np.int64)
     top = 0
     for s in range(n):
-        if alive[s] and count[s] == 0:
+        if alive[s] and count[s] == 0 and not keep[s]:
             alive[s] = False
         if not alive[s]:
             stack[top] = s
@@ -1093,7 +1094,7 @@ def prune_closed(rev_ptr, rev_choice, state_of_choice, allowed, alive):
                 allowed[c] = False
                 o = state_of_choice[c]
                 count[o] -= 1
-                if count[o] == 0 and alive[o]:
+                if count[o] == 0 and alive[o] and not keep[o]:
                     alive[o] = False
                     stack[top] = o
                     top += 1

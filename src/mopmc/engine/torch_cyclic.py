@@ -15,8 +15,9 @@ ties, as on the CPU. Evaluation:
   across (``n`` numbers each way), while the choices' one-step values and the segmented max stay on
   the device. A dense LU costs ``n^3``: at zeroconf's block of 3,324 states and 80 rounds it took
   32 s on a 2-core CPU, SuperLU 0.2 s;
-* larger blocks whose transitions are narrowly banded (``band_budget``): the same on the host by
-  subtraction-free band elimination (:class:`~mopmc.engine.banded.BandBlock`, as the CPU engine);
+* larger blocks whose transitions are narrowly banded (``band_budget``), and blocks up to
+  ``sparse_limit`` states where that is cheap: the same on the host by subtraction-free band
+  elimination (:class:`~mopmc.engine.banded.BandBlock`, as the CPU engine);
 * other larger blocks: the iteration ``x <- b + P_pi x`` from ``x_0`` (the previous round's values, else
   0) together with ``y <- P_pi y`` from 1 (the probability of still being in the block after k
   steps). Since ``V - x_k = P_pi^k (V - x_0)``, ``|V - x_k| <= |y_k| |x_k - x_0| / (1 - |y_k|)`` (max
@@ -35,7 +36,8 @@ from scipy.sparse import csc_matrix, csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import BandBlock, band_order, leave_mass
+from mopmc.engine.banded import FLOP_BUDGET, BandBlock, band_order, leave_mass
+from mopmc.engine.policy_iteration import CHEAP
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
 
@@ -82,9 +84,10 @@ class DeviceBlock:
         leaves = np.zeros(self.nc, bool)
         leaves[rows[~inside]] = True
         self._leaves = leaves | problem.exits[c0:c1]
-        if not (self.dense or self.sparse) and engine.band_budget > 0:
+        if not self.dense and engine.band_budget > 0:  # (as the CPU engine's blocks)
             owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
-            order = band_order(self.n, owner[rows[inside]], tg[inside] - a, engine.band_budget)
+            flops = CHEAP * (int(inside.sum()) + self.n) if self.sparse else FLOP_BUDGET
+            order = band_order(self.n, owner[rows[inside]], tg[inside] - a, engine.band_budget, flops)
             if order is not None:
                 probs = problem.probs[k0:k1]
                 P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))

@@ -50,7 +50,7 @@ def maximal_end_components(p: Problem, allowed: np.ndarray, candidates: np.ndarr
     while True:
         # a choice stays allowed only while all its successors are alive, to the fixpoint at once
         # (one step per round peeled a chain a state per round: quadratic)
-        nk.prune_closed(rev_ptr, rev_choice, soc, allowed, alive)
+        nk.prune_closed(rev_ptr, rev_choice, soc, allowed, alive, np.zeros(len(alive), np.bool_))
         t_ok = allowed[cot]
         src, dst = soc[cot[t_ok]], p.targets[t_ok]
         g = csr_matrix((np.ones(len(src), np.int8), (src, dst)), shape=(n, n))

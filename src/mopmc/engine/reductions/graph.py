@@ -69,9 +69,14 @@ def almost_sure_max(g: Csr, target: np.ndarray, exits: np.ndarray | None = None,
     rev = rev or reverse(g)
     inside = np.ones(g.n_states, bool)
     exits = np.zeros(g.n_choices, bool) if exits is None else exits
+    target = np.asarray(target, bool)
+    valid = np.ones(g.n_choices, bool)
     while True:
-        valid = nk.all_successors_in(g.indptr, g.targets, inside, g.n_choices) & inside[rev.state_of_choice]
-        seed_choice = valid & exits
+        # drop choices that may leave ``inside``, and the states (not targets) left without choices,
+        # to the fixpoint at once (a worklist): a round per state peeled made a walk with a trap at
+        # one end (gambler's ruin) quadratic
+        nk.prune_closed(rev.ptr, rev.choice, rev.state_of_choice, valid, inside, target)
+        seed_choice = valid & exits & inside[rev.state_of_choice]
         seed = inside & (target | any_per_state(seed_choice, g, rev))
         mark, via = nk.backward_reach(seed, rev.ptr, rev.choice, rev.state_of_choice, valid, inside)
         if np.array_equal(mark, inside):
@@ -105,7 +110,7 @@ def avoid_positive(g: Csr, target: np.ndarray, rev: Reverse | None = None) -> np
     from mopmc.engine import numba_kernels as nk
 
     inside = ~np.asarray(target, bool)
-    nk.prune_closed(rev.ptr, rev.choice, rev.state_of_choice, np.ones(g.n_choices, bool), inside)
+    nk.prune_closed(rev.ptr, rev.choice, rev.state_of_choice, np.ones(g.n_choices, bool), inside, np.zeros(g.n_states, bool))
     return inside
 
 
