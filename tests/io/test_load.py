@@ -160,7 +160,8 @@ def test_infinite_reward_from_division_by_zero(tmp_path):
     src.write_text("mdp\nconst double Z = 0;\nmodule m\n s:[0..1] init 0;\n [a] s=0 -> (s'=1);\n [] s=1 -> true;\nendmodule\n"
                    'rewards "r"\n [a] true : 1/Z;\nendrewards\n')
     assert_one_line_error(run_mopmc("info", src), "r.nm: reward model 'r' is inf")
-    assert_one_line_error(run_mopmc("--builder", "mopmc", "info", src), "r.nm: mopmc's builder does not cover this model")
+    assert_one_line_error(run_mopmc("--builder", "mopmc", "info", src), "r.nm: mopmc's builder does not cover this model",
+                          "rewrites its reward items")
 
 
 def test_unbounded_integer_goes_to_storms_builder(tmp_path):
@@ -171,7 +172,28 @@ def test_unbounded_integer_goes_to_storms_builder(tmp_path):
     src.write_text("mdp\nmodule m\n s:int init 0;\n [] s<3 -> (s'=s+1);\n [] s=3 -> true;\nendmodule\n")
     result = run_mopmc("info", src, "--json")
     assert result.code == 0 and result.json()["states"] == 4, result.stderr
-    assert_one_line_error(run_mopmc("--builder", "mopmc", "info", src), "u.nm", "unbounded integer variables")
+    assert_one_line_error(run_mopmc("--builder", "mopmc", "info", src), "u.nm", "unbounded integer variable s")
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("dtmc\nmodule m\n s:[0..1] init 0;\n [] s=0 -> (s'=1);\n [] s=0 -> (s'=0);\n [] s=1 -> true;\nendmodule\n",
+     "overlapping guards in a DTMC"),
+    ("mdp\nmodule m\n s:[0..1] init 0;\n [] s=0 -> 0.5:(s'=1)+0.6:(s'=0);\n [] s=1 -> true;\nendmodule\n",
+     "probabilities that do not sum to 1"),
+    ("mdp\nmodule m\n s:[0..1];\n [] s=0 -> (s'=1);\n [] s=1 -> true;\nendmodule\ninit s=0 | s=1 endinit\n",
+     "several initial states"),
+    ("mdp\nmodule m\n s:[0..1] init 0;\n [a] s=0 -> (s'=1);\n [] s=1 -> true;\nendmodule\n"
+     'rewards "r"\n [a] s=0 -> true : 1;\nendrewards\n', "transition rewards"),
+])
+def test_the_own_builder_names_why_it_does_not_cover_a_model(tmp_path, text, reason):
+    """``--builder mopmc`` names the one thing it does not cover (it listed every possible cause)."""
+    from mopmc.io.load import load
+
+    src = tmp_path / "x.nm"
+    src.write_text(text)
+    with pytest.raises(UnsupportedModelError, match=reason) as info:
+        load(src, builder="mopmc")
+    assert "mopmc's builder does not cover this model" in str(info.value)
 
 
 def test_cli_file_errors_are_one_line(tmp_path):

@@ -169,13 +169,14 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
 
         floor = explicit.AUTO_MIN_SPACE if builder == "auto" else 0
         atoms = _atoms(program, formulas, str(path))
+        why: list[str] = []
         model = explicit.build(path, constants, atoms, valuations=valuations, source=source, min_space=floor,
-                               before_explore=start_warmup, text=text)
+                               before_explore=start_warmup, text=text, why=why)
         if model is None and builder == "mopmc":
+            reason = why[0] if why else "unknown reason"
             raise UnsupportedModelError(
-                f"{path}: mopmc's builder does not cover this model (several initial states, transition rewards, unbounded integer variables, "
-                "overlapping guards in a DTMC, probabilities that do not sum to 1, atomic expressions of properties mopmc "
-                "does not parse, or an error Storm's builder reports); use --builder storm, whose message names the problem"
+                f"{path}: mopmc's builder does not cover this model: {reason}; use --builder storm (or auto), "
+                "which builds it or names what is wrong with it"
             )
     del text
     start_warmup()  # (Storm's builder releases the GIL)

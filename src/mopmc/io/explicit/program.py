@@ -12,6 +12,7 @@ import numpy as np
 from mopmc.errors import ConfigError, InvalidModelError, MopmcError
 from mopmc.io import storm
 from mopmc.io.explicit import explore as ex
+from mopmc.io.explicit import kernels as kx
 from mopmc.io.explicit.bytecode import Code, NotCompilable, conjuncts, counter_update, implied_ranges, range_test, rational_literal
 from mopmc.io.explicit.rewards_text import ATOM_LABEL, ITEMS_MODULE, item_value, reward_items, strip_comments, with_items_module
 from mopmc.model.sparse_mdp import SparseMDP, StateValuations
@@ -31,6 +32,7 @@ def build(
     min_space: int = 0,
     before_explore: Callable[[], None] | None = None,
     text: str | None = None,
+    why: list[str] | None = None,
 ) -> SparseMDP | None:
     """Build the PRISM model in ``path`` ourselves; ``None`` when it needs Storm's builder, or when
     its variables span fewer than ``min_space`` valuations (a small model: Storm's builder is done
@@ -38,27 +40,48 @@ def build(
     text, :func:`mopmc.properties.states.atomic_expressions`), built as labels of that name;
     ``None`` when they are not known (Storm's builder then adds them). ``before_explore``: called
     once the explorer's kernels are loaded, just before the exploration (which releases the GIL).
-    ``text``: the file's text when the caller has read it (else it is read here)."""
+    ``text``: the file's text when the caller has read it (else it is read here). ``why``: a list
+    that gets the reason when the result is ``None``."""
     if path.suffix.lower() not in storm.PRISM_SUFFIXES or atoms is None:
-        return None
+        return _decline(why, "atomic expressions in the properties that mopmc does not parse" if atoms is None
+                        else "not a PRISM file")
     try:
         text = strip_comments(path.read_text() if text is None else text)
         reward_names, items = reward_items(text)
         atoms = list(atoms)
         program = storm.parse_program_text(with_items_module(text, items, atoms), path)
         if program is None:
-            return None
+            return _decline(why, "Storm rejects the program as mopmc rewrites its reward items (as command probabilities)")
         program = storm.define_constants(program, path, constants, text)  # (comments stripped line by line)
         program = program.substitute_constants().substitute_formulas()
-        if program.model_type.name not in ("MDP", "DTMC") or program.has_initial_states_expression:
-            return None  # (with an init block, variables have no initial values to read)
+        if program.model_type.name not in ("MDP", "DTMC"):
+            return _decline(why, f"a {program.model_type.name} (mopmc builds MDPs and DTMCs)")
+        if program.has_initial_states_expression:  # (variables have no initial values to read)
+            return _decline(why, "an init ... endinit block (several initial states)")
         if min_space and _space(program) < min_space:
-            return None
-        return _build(program, reward_names, items, atoms, valuations, source or str(path), before_explore)
+            return _decline(why, f"fewer than {min_space} valuations")
+        return _build(program, reward_names, items, atoms, valuations, source or str(path), before_explore, why)
     except (InvalidModelError, ConfigError):  # the model's fault, or the user's settings (MOPMC_BUILD_THREADS)
         raise
-    except (NotCompilable, MopmcError, RuntimeError, ValueError, UnicodeDecodeError, OSError):
-        return None
+    except NotCompilable as exc:
+        return _decline(why, str(exc))
+    except (MopmcError, RuntimeError, ValueError, UnicodeDecodeError, OSError) as exc:
+        return _decline(why, f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}")
+
+
+def _decline(why: list[str] | None, reason: str) -> None:
+    if why is not None:
+        why.append(reason)
+    return None
+
+
+#: why the explorer stopped, by status
+_STATUS = {
+    kx.NONDETERMINISTIC_DTMC: "overlapping guards in a DTMC (several commands enabled in one state)",
+    kx.BAD_PROBABILITY: "a probability outside [0, 1] or not a number",
+    kx.NOT_ONE: "probabilities that do not sum to 1",
+    kx.TOO_MANY: f"more than {MAX_STATES} states",
+}
 
 
 #: how Storm prints the bound of an integer variable declared without one (``x : int``)
@@ -128,13 +151,13 @@ class _Layout:
         return strides, np.zeros(math.prod(sizes), np.int32)
 
 
-def _build(program, reward_names, items, atoms, valuations, source, before_explore=None) -> SparseMDP | None:
+def _build(program, reward_names, items, atoms, valuations, source, before_explore=None, why=None) -> SparseMDP | None:
     if [r.name for r in program.reward_models] != reward_names:
-        return None
+        return _decline(why, "reward models that mopmc reads differently from Storm")
     variables = _variables(program)
     layout = _Layout.of(variables)
     if layout is None:
-        return None
+        return _decline(why, "variables that do not pack into 62 bits, or an initial value outside its range")
     index = {n: j for j, n in enumerate(layout.names)}
     code = Code(index)
     tables = _commands(program, code, index, layout.lo, layout.hi, layout.shift, layout.mask)
@@ -151,7 +174,7 @@ def _build(program, reward_names, items, atoms, valuations, source, before_explo
     if status == ex.OUT_OF_BOUNDS:
         raise _out_of_bounds(program, layout, keys, info, source)
     if status != ex.OK:
-        return None
+        return _decline(why, _STATUS.get(int(status), f"explorer status {int(status)}"))
     items_module = next(m for m in program.modules if m.name == ITEMS_MODULE)
     item_exprs = [(c.guard_expression, item_value(c.updates[0].probability_expression)) for c in list(items_module.commands)[1:]]
     rewards = _rewards(code, index, layout, keys, row_groups, choice_gen, action_of_gen, items, item_exprs, reward_names)
