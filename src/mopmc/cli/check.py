@@ -18,7 +18,7 @@ from typing import List, Optional
 
 import typer
 
-from mopmc.cli.common import load_timings, parse_consts, print_json, run_cli
+from mopmc.cli.common import Spinner, load_timings, parse_consts, print_json, run_cli
 from mopmc.errors import PropertyError
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
@@ -58,38 +58,40 @@ def check_command(
     text = prop if prop is not None else read_property_file(props_file)
     if precision is not None:
         _check_precision(precision, None, "multi(" in text.replace(" ", ""))
-    loaded = load(model, parse_consts(const), properties=text, warm="check" if engine != "lp" else None,
-                  warm_engine=engine, warm_device=device, valuations=export_scheduler is not None)
-    props = loaded.properties()
-    if not props:
-        raise PropertyError(f"no property found in {props_file or repr(prop)}")
-    _check_export_properties(export_scheduler, props)
-    if precision is not None:
+    with Spinner(f"loading {model}", show=not json_out) as spin:
+        loaded = load(model, parse_consts(const), properties=text, warm="check" if engine != "lp" else None,
+                      warm_engine=engine, warm_device=device, valuations=export_scheduler is not None)
+        props = loaded.properties()
+        if not props:
+            raise PropertyError(f"no property found in {props_file or repr(prop)}")
+        _check_export_properties(export_scheduler, props)
+        if precision is not None:
+            for i, p in enumerate(props):
+                _check_precision(precision, f"property {i + 1} ({p.text})", p.multi)
+        if plot is not None:
+            from mopmc.queries.plot import check_plottable
+
+            if len(props) != 1:
+                raise PropertyError(f"--plot {plot}: give one property ({len(props)} given)")
+            check_plottable(props[0].kind, len(props[0].objectives), f"property 1 ({props[0].text})")
+        rows, results = [], []
         for i, p in enumerate(props):
-            _check_precision(precision, f"property {i + 1} ({p.text})", p.multi)
-    if plot is not None:
-        from mopmc.queries.plot import check_plottable
+            spin.update(f"property {i + 1}/{len(props)}: {p.text}" if len(props) > 1 else p.text)
+            if p.multi:
+                row, res = _multi(loaded.model, p, engine, precision, device, exact_margin)
+                if plot is not None:
+                    from mopmc.queries.plot import plot_pareto
 
-        if len(props) != 1:
-            raise PropertyError(f"--plot {plot}: give one property ({len(props)} given)")
-        check_plottable(props[0].kind, len(props[0].objectives), f"property 1 ({props[0].text})")
-    rows, results = [], []
-    for p in props:
-        if p.multi:
-            row, res = _multi(loaded.model, p, engine, precision, device, exact_margin)
-            if plot is not None:
-                from mopmc.queries.plot import plot_pareto
-
-                plot_pareto(res, plot)
-        else:
-            res = check_single(loaded.model, p, precision=1e-6 if precision is None else precision,
-                               engine=engine, device=device)
-            row = res.to_json()
-            if res.status == "infinite":  # a result (as in Storm), explained on stderr
-                sys.stderr.write(f"note: {res.message}\n")
-        row["timings"] = {**load_timings(loaded), **row.get("timings", {})}
-        rows.append(row)
-        results.append(res)
+                    plot_pareto(res, plot)
+            else:
+                res = check_single(loaded.model, p, precision=1e-6 if precision is None else precision,
+                                   engine=engine, device=device)
+                row = res.to_json()
+                if res.status == "infinite":  # a result (as in Storm), explained on stderr
+                    sys.stderr.write(f"note: {res.message}\n")
+            row["timings"] = {**load_timings(loaded), **row.get("timings", {})}
+            rows.append(row)
+            results.append(res)
     if export_scheduler:  # (one property: _check_export_properties)
         rows[0]["scheduler"] = _export(export_scheduler, loaded.model, props[0], results[0], quiet=json_out)
     if json_out:

@@ -153,3 +153,36 @@ def run_cli(fn: Callable[[], Any], json_out: bool | None = None) -> Any:
         raise
     finally:
         _json_errors, _json_printed = saved
+
+
+class Spinner:
+    """A transient spinner with elapsed time on stderr (``update(text)``, ``stop()``), shown only
+    where stderr is a terminal and ``show`` holds (not under ``--json``): a bar still ends with an
+    empty line where it is not a terminal, which would come before an error line."""
+
+    def __init__(self, text: str, show: bool = True):
+        self._bar = None
+        if not (show and sys.stderr.isatty()):
+            return
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self._bar = Progress(SpinnerColumn(), TextColumn("{task.description}", markup=False), TimeElapsedColumn(),
+                             console=Console(stderr=True), transient=True)
+        self._bar.start()
+        self._task = self._bar.add_task(text, total=None)
+
+    def update(self, text: str) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, description=text)
+
+    def stop(self) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+
+    def __enter__(self) -> "Spinner":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
