@@ -133,9 +133,9 @@ endrewards
 def test_rewards_of_both_signs_in_an_end_component(tmp_path):
     """A cross-check with Storm found the kernel called an end component with any gain infinite:
     the a-b cycle gains 1 then loses 1 (or 2), so every path to 'done' totals 0 and no scheduler
-    gains without bound. The kernel now says it cannot decide such a component (one line, exit 2,
-    naming --engine lp); the exact LP answers by hand: 0 for each (Storm: 0 for R[F]; it refuses
-    negative R[C]). A component losing only, under min, is -inf in both engines (it was +inf)."""
+    gains without bound. The kernel cannot decide such a component: the exact LP answers instead
+    (a note says so; it was refused), by hand 0 for each (Storm: 0 for R[F]; it refuses negative
+    R[C]). A component losing only, under min, is -inf in both engines (it was +inf)."""
     from mopmc.queries.single import check
 
     from support import run_mopmc
@@ -147,9 +147,11 @@ def test_rewards_of_both_signs_in_an_end_component(tmp_path):
     *mixed, spin_f, spin_c = lm.properties()
     for p in mixed:
         assert check(lm.model, p, engine="lp").value == 0.0, p.text
-    r = run_mopmc("check", path, "--prop", props[0])
-    assert r.code == 2 and len(r.stderr.strip().splitlines()) == 1
-    assert "rewards of both signs" in r.stderr and "--engine lp" in r.stderr
+    # the kernel cannot weigh it: the exact LP answers instead, said in a note (it was refused in one line)
+    r = run_mopmc("check", path, "--prop", props[0], "--json")
+    assert r.code == 0 and r.json()[0]["value"] == 0.0, r.stderr
+    assert "rewards have both signs" in r.stderr and "exact LP engine" in r.stderr
+    assert "exact LP engine" in r.json()[0]["note"]
     for engine in ("kernel", "lp"):  # spin: b loses 1 in the a-b cycle, a gains nothing: -inf under min
         assert check(lm.model, spin_f, engine=engine).value == -np.inf, engine
         assert check(lm.model, spin_c, engine=engine).value == -np.inf, engine

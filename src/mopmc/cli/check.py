@@ -89,6 +89,8 @@ def check_command(
                 row = res.to_json()
                 if res.status == "infinite":  # a result (as in Storm), explained on stderr
                     sys.stderr.write(f"note: {res.message}\n")
+            if getattr(res, "note", None):  # answered by another engine than the one asked for
+                sys.stderr.write(f"note: {p.text}: {res.note}\n")
             row["timings"] = {**load_timings(loaded), **row.get("timings", {})}
             rows.append(row)
             results.append(res)

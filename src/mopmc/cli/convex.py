@@ -188,6 +188,8 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
                            eps_abs=eps_abs, max_iter=max_iter, engine=engine, device=device, progress=callback)
     finally:
         stop()
+    if res.note:  # answered by another engine than the one asked for
+        sys.stderr.write(f"note: {p.text}: {res.note}\n")
     out = res.to_json()
     out["property"] = p.text
     out["timings"] = {**load_timings(loaded), **out["timings"]}

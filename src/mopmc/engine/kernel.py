@@ -263,12 +263,14 @@ class Engine:
             mixed = (gains & losses).any(axis=0)
             if mixed.any():
                 names = ", ".join(self.objectives[i].text for i in np.flatnonzero(mixed))
-                raise MixedSignError(
+                exc = MixedSignError(
                     f"{self.model.source}: {names}: an end component collects rewards of both signs; whether "
                     "staying in it gains without bound, nets 0 or has no total depends on its cycles, which "
                     "this engine does not weigh: use --engine lp (the exact LP), or give the rewards one sign "
                     "in each end component"
                 )
+                exc.objectives = names
+                raise exc
             positive = gains.any(axis=0)
         if positive.any():
             bad = [self.objectives[i] for i in np.flatnonzero(positive)]

@@ -120,8 +120,9 @@ class ConvexResult:
     lower bound on the optimum, ``gap = loss - lower_bound``. ``status``: ``optimal`` (gap within
     tolerance), ``infeasible`` (no achievable point in the box: ``separating_direction``),
     ``stalled`` (the gap is still open but the oracle's answer in the direction that could close it
-    adds nothing: the gap is at the precision of the oracle and the conic solver; ``loss`` and
-    ``lower_bound`` are still valid bounds) or ``iteration_limit`` (``max_iter`` iterations).
+    adds nothing: the gap is at the precision of the oracle and the conic solver, or, as ``note``
+    then says, the oracle is unbounded in that direction and only the box and the axis bounds cap
+    it; ``loss`` and ``lower_bound`` are still valid bounds) or ``iteration_limit`` (``max_iter`` iterations).
     ``schedulers[i]`` is the oracle's scheduler of ``vertices[i]``. ``history``: per iteration
     (0 = after the initial oracle calls) the bounds ``lower`` and ``upper`` (``inf`` while no
     vertex lies in the box), the oracle calls so far and the seconds since the start.
@@ -145,6 +146,7 @@ class ConvexResult:
     eps_abs: float = 1e-10
     timings: dict = field(default_factory=dict)
     history: tuple = ()
+    note: str | None = None  # e.g. answered by the exact LP instead of the engine asked for
 
     def support(self) -> list[int]:
         """Indices of the vertices with positive weight."""
@@ -170,6 +172,8 @@ class ConvexResult:
         }
         if self.separating_direction is not None:
             out["separating_direction"] = self.separating_direction
+        if self.note:
+            out["note"] = self.note
         return out
 
 
@@ -449,9 +453,13 @@ def _separation(poly: _Polytopes, lo, up) -> dict:
     return {"direction": w.tolist(), "bound": float(mu @ b), "required": float(res.x[k:k + nl] @ lo[fl] - res.x[k + nl:] @ up[fu])}
 
 
-def _capped(w: np.ndarray, lo: np.ndarray, up: np.ndarray) -> bool:
-    """Whether ``w . x`` is bounded above on the box ``lo <= x <= up``."""
-    return bool(np.all(np.isfinite(up[w > 0])) and np.all(np.isfinite(lo[w < 0])))
+def _capped(w: np.ndarray, lo: np.ndarray, up: np.ndarray, bounded: np.ndarray | None = None) -> bool:
+    """Whether ``w . x`` is bounded above on the box ``lo <= x <= up`` intersected with the slab
+    ``bounded``: ``bounded[i, 0]`` (``[i, 1]``) when the oracle answered the axis direction ``+e_i``
+    (``-e_i``), so that every achievable ``x_i`` lies below (above) that answer's value."""
+    up_ok = np.isfinite(up) if bounded is None else np.isfinite(up) | bounded[:, 0]
+    lo_ok = np.isfinite(lo) if bounded is None else np.isfinite(lo) | bounded[:, 1]
+    return bool(np.all(up_ok[w > 0]) and np.all(lo_ok[w < 0]))
 
 
 def _call(oracle, w: np.ndarray, objectives):
@@ -535,8 +543,15 @@ def convex_query(
     history: list[dict] = []
     calls = [0]
 
+    # per objective: the achievable values are bounded above / below (the axis direction was answered)
+    bounded = np.zeros((m, 2), bool)
+    unbounded: list = []  # directions answered as infinite (capped): no vertex there
+
     def add(w, v):
         calls[0] += 1
+        if np.count_nonzero(w) == 1:  # an axis: its halfspace bounds x_i on that side
+            i = int(np.flatnonzero(w)[0])
+            bounded[i, 0 if w[i] > 0 else 1] = True
         return poly.add(w, np.asarray(v.point, float), float(v.error), v.scheduler)
 
     def ask(w):
@@ -544,9 +559,12 @@ def convex_query(
         try:
             v = _call(oracle, w, objectives)
         except InfiniteValueError:
-            if not _capped(w, lo, up):
+            if not _capped(w, lo, up, bounded):
                 raise
-            return False  # unbounded in w, but the box caps w.x: the box is the outer bound there
+            # unbounded in w, but the box and the axis halfspaces cap w.x: they are the outer bound
+            # there (a cutting direction that leans a little on an objective the box leaves open)
+            unbounded.append(w)
+            return False
         finally:
             timings["oracle"] += time.perf_counter() - ts
         return add(w, v)
@@ -613,10 +631,15 @@ def convex_query(
     else:
         upper, lam, point, gap = math.inf, np.zeros(len(poly.V)), None, math.inf
     timings["total"] = time.perf_counter() - t0
+    note = getattr(oracle, "note", None)
+    if status == "stalled" and unbounded:
+        why = (f"the oracle is unbounded in direction {np.round(unbounded[-1], 6).tolist()} (an end component collects "
+               "reward without bound there): no vertex closes the gap in that direction; loss and lower_bound are valid bounds")
+        note = f"{note}; {why}" if note else why
     return ConvexResult(
         status, objectives, loss.name, point, float(upper) if status != "infeasible" else math.inf,
         lower, float(gap) if status != "infeasible" else math.inf, it, poly.V.copy(), lam, tuple(poly.schedulers),
-        None if low is None else low[1], (lo, up), sep, eps_rel, eps_abs, timings, tuple(history),
+        None if low is None else low[1], (lo, up), sep, eps_rel, eps_abs, timings, tuple(history), note,
     )
 
 

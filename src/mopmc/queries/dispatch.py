@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from mopmc.errors import MixedSignError
 from mopmc.queries.multi import DEFAULT_PRECISION, MultiResult, achievability, numerical, pareto
 from mopmc.queries.oracle import Oracle, lp_oracle
 
@@ -16,13 +19,33 @@ def make_oracle(model, objectives, engine: str = "kernel", device: str | None = 
     model, objectives = unfold_steps(model, objectives)
     if engine == "lp":
         return lp_oracle(model, objectives)
-    if engine == "torch":
-        from mopmc.engine.torch_engine import torch_oracle
+    try:
+        if engine == "torch":
+            from mopmc.engine.torch_engine import torch_oracle
 
-        return torch_oracle(model, objectives, device=device)
-    from mopmc.engine.oracle import kernel_oracle  # provided by the engine package
+            return torch_oracle(model, objectives, device=device)
+        from mopmc.engine.oracle import kernel_oracle  # provided by the engine package
 
-    return kernel_oracle(model, objectives)
+        return kernel_oracle(model, objectives)
+    except MixedSignError as exc:
+        if model.n_states > LP_FALLBACK_STATES:
+            raise
+        oracle = lp_oracle(model, objectives)
+        oracle.note = lp_fallback_note(engine, exc if len(objectives) > 1 else None)
+        return oracle
+
+
+#: above this many states an objective the kernel cannot weigh is refused (naming --engine lp)
+#: rather than answered by the exact LP, which may take long there
+LP_FALLBACK_STATES = 200_000
+
+
+def lp_fallback_note(engine: str, exc: MixedSignError | None = None) -> str:
+    """What the answer of the exact LP engine instead of ``engine`` says on stderr and in JSON
+    (``exc``: the kernel's refusal, naming the objectives among several)."""
+    what = getattr(exc, "objectives", None)
+    return (f"the {engine} engine cannot weigh an end component whose rewards have both signs"
+            f"{f' ({what})' if what else ''}; answered by the exact LP engine (as --engine lp; it exports no scheduler)")
 
 
 def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION,
@@ -34,7 +57,10 @@ def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAU
     oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
     if kind == "achievability":
-        return achievability(oracle, prop.objectives, precision=precision, tight=exact_margin)
-    if kind == "numerical":
-        return numerical(oracle, prop.objectives, precision=precision)
-    return pareto(oracle, prop.objectives, precision=precision, exhaustive=model.n_states < 10_000)
+        res = achievability(oracle, prop.objectives, precision=precision, tight=exact_margin)
+    elif kind == "numerical":
+        res = numerical(oracle, prop.objectives, precision=precision)
+    else:
+        res = pareto(oracle, prop.objectives, precision=precision, exhaustive=model.n_states < 10_000)
+    note = getattr(oracle, "note", None)
+    return replace(res, note=note) if note else res

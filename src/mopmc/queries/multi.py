@@ -50,6 +50,7 @@ class MultiResult:
     mixtures: list = field(default_factory=list)  # per point: [(weight, index into vertices), ...]
     vertices: list = field(default_factory=list)  # the deterministic vertices found (original units)
     vertex_schedulers: list = field(default_factory=list)
+    note: str | None = None  # e.g. answered by the exact LP instead of the engine asked for
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
@@ -76,6 +77,8 @@ class MultiResult:
             out["witness"] = {"points": self.witness.points, "weights": self.witness.weights}
         if self.certificate is not None:
             out["certificate"] = self.certificate
+        if self.note:
+            out["note"] = self.note
         return out
 
 

@@ -38,6 +38,7 @@ class SingleResult:
     status: str = "ok"
     message: str | None = None
     timings: dict = field(default_factory=dict)
+    note: str | None = None  # e.g. answered by the exact LP instead of the engine asked for
 
     @property
     def satisfied(self) -> bool | None:
@@ -64,6 +65,8 @@ class SingleResult:
             out["satisfied"] = self.satisfied
         if self.message:
             out["message"] = self.message
+        if self.note:
+            out["note"] = self.note
         return out
 
 
@@ -95,21 +98,25 @@ def check(
         from mopmc.model.unfold import unfold_steps
 
         model, (o,) = unfold_steps(model, (o,))
+    note = None
     try:
         if engine == "lp":
-            from mopmc.engine.lp import lp_value
+            value, sched, bound = _lp_value(model, o)
+        elif engine in ("kernel", "torch"):
+            try:
+                if engine == "kernel":
+                    value, sched, bound = _kernel_value(model, o, {"precision": precision, "method": method})
+                else:  # the kernel on a torch device (``device``: cuda or cpu)
+                    from mopmc.engine.torch_engine import TorchEngine
 
-            value, sched, bound = float(lp_value(model, o)), None, 0.0
-            if math.isinf(value):
-                exc = InfiniteValueError(f"{model.source}: {o.text} is {value}")
-                exc.value = value  # the LP's own sign
-                raise exc
-        elif engine == "kernel":
-            value, sched, bound = _kernel_value(model, o, {"precision": precision, "method": method})
-        elif engine == "torch":  # the kernel on a torch device (``device``: cuda or cpu)
-            from mopmc.engine.torch_engine import TorchEngine
+                    value, sched, bound = _kernel_value(model, o, {"precision": precision, "device": device}, TorchEngine)
+            except MixedSignError:  # the exact LP weighs it (a total of 0, infinite, or none)
+                from mopmc.queries.dispatch import LP_FALLBACK_STATES, lp_fallback_note
 
-            value, sched, bound = _kernel_value(model, o, {"precision": precision, "device": device}, TorchEngine)
+                if model.n_states > LP_FALLBACK_STATES:
+                    raise
+                note = lp_fallback_note(engine)
+                value, sched, bound = _lp_value(model, o)
         else:
             raise PropertyError(f"unknown engine {engine!r}; use kernel, lp or torch")
     except MixedSignError as exc:  # not an infinity: the engine cannot decide it
@@ -129,7 +136,19 @@ def check(
             message = f"{model.source}: {o.text} is infinite: {why}"
         return SingleResult(prop, inf, 0.0, precision, None, "infinite", message,
                             {"check": time.perf_counter() - start})
-    return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start})
+    return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start}, note=note)
+
+
+def _lp_value(model: SparseMDP, o: Objective):
+    """The exact LP's value (no scheduler, no error); an infinity as :class:`InfiniteValueError`."""
+    from mopmc.engine.lp import lp_value
+
+    value = float(lp_value(model, o))
+    if math.isinf(value):
+        exc = InfiniteValueError(f"{model.source}: {o.text} is {value}")
+        exc.value = value  # the LP's own sign
+        raise exc
+    return value, None, 0.0
 
 
 def check_value(model: SparseMDP, prop: Property, **kw) -> SingleResult:
