@@ -136,6 +136,8 @@ def check(
             message = f"{model.source}: {o.text} is infinite: {why}"
         return SingleResult(prop, inf, 0.0, precision, None, "infinite", message,
                             {"check": time.perf_counter() - start})
+    if o.kind == "probability":  # rounding may step an ulp or so outside [0, 1]: the nearer end is closer
+        value = min(max(value, 0.0), 1.0)
     return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start}, note=note)
 
 
