@@ -3,8 +3,9 @@
 An end component is a set of states with, for each of them, a non-empty set of choices whose
 successors all stay in the set, such that the set is strongly connected under those choices. The
 standard algorithm (de Alfaro 1997): take the SCCs of the graph of the allowed choices, drop every
-choice with a successor outside its state's SCC, drop states left without choices, repeat until
-nothing changes. What remains, split into SCCs, are the MECs.
+choice with a successor outside its state's SCC, drop states left without choices (and the choices
+entering them, and so on, at once), repeat until nothing changes. What remains, split into SCCs,
+are the MECs.
 
 This module is deliberately independent of the iterative kernel's preprocessing: the LP oracle uses
 it to check that kernel.
@@ -37,6 +38,23 @@ class EndComponents(NamedTuple):
         return np.flatnonzero(self.component == k)
 
 
+def _drop(dead: np.ndarray, choice_ok: np.ndarray, count: np.ndarray, owner: np.ndarray, into) -> None:
+    """States ``dead`` have no choice left: drop, in place, every choice entering them, and so on
+    for the states that leaves without choices (a worklist, so that a chain is dropped in one
+    round of the SCC loop instead of a round per state)."""
+    stack = [int(t) for t in dead]
+    ptr, entering = into.indptr, into.indices
+    while stack:
+        t = stack.pop()
+        for c in entering[ptr[t]:ptr[t + 1]]:
+            if choice_ok[c]:
+                choice_ok[c] = False
+                s = owner[c]
+                count[s] -= 1
+                if count[s] == 0:
+                    stack.append(int(s))
+
+
 def maximal_end_components(model: SparseMDP, allowed: np.ndarray | None = None) -> EndComponents:
     """The MECs of ``model`` restricted to the ``allowed`` choices (default: all).
 
@@ -54,9 +72,12 @@ def maximal_end_components(model: SparseMDP, allowed: np.ndarray | None = None) 
     t_src = owner[t_choice]
     positive = model.probs > 0
     choice_ok = np.ones(model.n_choices, dtype=bool) if allowed is None else np.asarray(allowed, dtype=bool).copy()
+    # the choices entering each state (positive transitions): a dropped state drops them at once
+    into = csr_matrix((np.ones(int(positive.sum()), np.int8), (model.targets[positive], t_choice[positive])),
+                      shape=(n, model.n_choices))
+    count = np.bincount(owner[choice_ok], minlength=n)
+    _drop(np.flatnonzero(count == 0), choice_ok, count, owner, into)
     while True:
-        state_ok = np.bincount(owner[choice_ok], minlength=n) > 0
-        choice_ok &= state_ok[owner]
         edge = choice_ok[t_choice] & positive
         graph = csr_matrix((np.ones(int(edge.sum())), (t_src[edge], model.targets[edge])), shape=(n, n))
         _, comp = connected_components(graph, directed=True, connection="strong")
@@ -64,10 +85,13 @@ def maximal_end_components(model: SparseMDP, allowed: np.ndarray | None = None) 
         # zero-probability transitions never leave; only positive ones count
         bad = np.zeros(model.n_choices, dtype=bool)
         bad[t_choice[leaves]] = True
-        if not (bad & choice_ok).any():
+        bad &= choice_ok
+        if not bad.any():
             break
         choice_ok &= ~bad
-    state_ok = np.bincount(owner[choice_ok], minlength=n) > 0
+        np.subtract.at(count, owner[bad], 1)
+        _drop(np.flatnonzero((count == 0) & (np.bincount(owner[bad], minlength=n) > 0)), choice_ok, count, owner, into)
+    state_ok = count > 0
     component = np.full(n, -1, dtype=np.int64)
     if state_ok.any():
         _, dense = np.unique(comp[state_ok], return_inverse=True)
