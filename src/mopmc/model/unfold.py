@@ -128,15 +128,15 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
     state_of = np.concatenate(states)
     step_of = np.concatenate(steps)
     choice_of = np.concatenate(choices)
+    per_choice = model.indptr[choice_of + 1] - model.indptr[choice_of]
+    if sink:  # one state, one choice, a self-loop (concatenated once: np.append would copy each again)
+        counts.append(np.ones(1, np.int64))
+        per_choice = np.concatenate((per_choice, [1]))
+        targets.append(np.array([sink_index], np.int64))
+        probs.append(np.ones(1))
     per_state = np.concatenate(counts)
     tg = np.concatenate(targets)
     pr = np.concatenate(probs)
-    per_choice = model.indptr[choice_of + 1] - model.indptr[choice_of]
-    if sink:  # one state, one choice, a self-loop
-        per_state = np.append(per_state, 1)
-        per_choice = np.append(per_choice, 1)
-        tg = np.append(tg, sink_index)
-        pr = np.append(pr, 1.0)
     rg = np.zeros(n_prod + 1, np.int64)
     np.cumsum(per_state, out=rg[1:])
     ip = np.zeros(len(per_choice) + 1, np.int64)
@@ -146,12 +146,14 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
     choice_step = np.repeat(step, per_state)
 
     def lift_state(mask: np.ndarray) -> np.ndarray:
-        out = mask[state_of]
-        return np.append(out, False) if sink else out
+        out = np.zeros(n_prod, bool)  # (the sink's entry: False)
+        np.take(mask, state_of, out=out[:len(state_of)])
+        return out
 
     def lift_choice(values: np.ndarray) -> np.ndarray:
-        out = values[choice_of]
-        return np.append(out, 0.0) if sink else out
+        out = np.zeros(len(per_choice))  # (the sink's choice: 0)
+        np.take(values, choice_of, out=out[:len(choice_of)])
+        return out
 
     def within(at: np.ndarray, lo: int, hi: int | None) -> np.ndarray:
         return (at >= lo) & (at <= (np.iinfo(np.int64).max if hi is None else hi))
@@ -193,6 +195,9 @@ def unfold_steps(model: SparseMDP, objectives: Sequence[Objective]) -> tuple[Spa
     origins = None
     if model.choice_origins is not None:
         origins = tuple(model.choice_origins[c] for c in choice_of.tolist()) + (("",) if sink else ())
+    # fresh arrays of the product's own: read-only, SparseMDP adopts them without its defensive copy
+    for a in (rg, ip, tg, pr, *rewards.values(), *labels.values()):
+        a.setflags(write=False)
     product = SparseMDP(rg, ip, tg, pr, 0, rewards=rewards, labels=labels, action_names=model.action_names,
                         actions=actions, valuations=valuations, choice_origins=origins, source=model.source)
     return mark_reachable(product), tuple(rewritten)  # (every layer was explored from the initial state)
