@@ -36,6 +36,42 @@ rewards "r"
 endrewards
 """
 
+GRID = """mdp
+const int K = {n};
+module grid
+  x : [0..K] init 0;
+  y : [0..K] init 0;
+  [east] x<K | y<K -> 0.45:(x'=min(x+1,K)) + 0.2:(y'=min(y+1,K)) + 0.35:(x'=max(x-1,0));
+  [north] x<K | y<K -> 0.4:(y'=min(y+1,K)) + 0.25:(x'=min(x+1,K)) + 0.35:(y'=max(y-1,0));
+  [] x=K & y=K -> true;
+endmodule
+label "goal" = x=K & y=K;
+rewards "r"
+  [east] true : 1;
+  [north] true : 3;
+endrewards
+"""
+
+RETRIES = """mdp
+const int N = {n};
+module m
+  s : [0..N] init 0;
+  b : [0..1] init 0;
+  [try] s<N & b=0 -> 0.5:(b'=1) + 0.5:(s'=s+1);
+  [safe] s<N & b=0 -> 0.3:(b'=1) + 0.7:(s'=s+1);
+  [back] s<N & b=1 -> 0.9:(b'=0) + 0.1:(s'=s+1)&(b'=0);
+  [] s=N -> true;
+endmodule
+label "goal" = s=N;
+rewards "r"
+  [try] true : 1;
+  [safe] true : 2;
+  [back] true : 1;
+endrewards
+"""
+
+FAMILIES = {"walk": MODEL, "grid": GRID, "retries": RETRIES}
+
 STORM = """
 import json, sys, time, stormpy
 from fractions import Fraction
@@ -92,14 +128,16 @@ def main() -> None:
     ap.add_argument("--sizes", default="5000,50000,150000,1000000")
     ap.add_argument("--storm-timeout", type=float, default=300.0)
     ap.add_argument("--exact-max", type=int, default=5000, help="Storm's exact engine up to this n")
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="walk")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
+    print(f"family {a.family}")
     print("| n | property | mopmc value | mopmc s (first) | Storm default | Storm sound | Storm exact |")
     print("|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
-            path = Path(tmp) / f"walk{n}.prism"
-            path.write_text(MODEL.format(n=n))
+            path = Path(tmp) / f"{a.family}{n}.prism"
+            path.write_text(FAMILIES[a.family].format(n=n))
             for prop in PROPS:
                 o = run(OURS, 3600.0, str(path), prop)
                 if o is None or "error" in o:

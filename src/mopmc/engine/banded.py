@@ -34,6 +34,14 @@ BAND_BUDGET = 40_000_000  # factor entries n (2b + 1): 320 MB
 FLOP_BUDGET = 2_000_000_000  # n b^2 per factorisation: about 2 s compiled
 
 
+#: above the size limit of SuperLU, a block that is not cheaply banded still goes to SuperLU (in
+#: its own fill-reducing order) when ``n b <= LU_GATE``: a grid-like block, whose factors stay
+#: moderate. A heuristic gate, not a bound: on two-dimensional grids SuperLU's factors held
+#: 0.12-0.16 n b entries (160,000 states: 1.2 s; 490,000: 6.2 s), where value iteration took 80 s
+#: at 160,000 states.
+LU_GATE = 400_000_000
+
+
 def band_order(n: int, rows: np.ndarray, cols: np.ndarray, budget: int = BAND_BUDGET,
                flops: int = FLOP_BUDGET) -> tuple[np.ndarray, int] | None:
     """``(perm, b)``: a reverse Cuthill-McKee order of ``n`` states under which the transitions
@@ -41,6 +49,19 @@ def band_order(n: int, rows: np.ndarray, cols: np.ndarray, budget: int = BAND_BU
     factors fit ``n (2b + 1) <= budget`` and ``n b^2 <= flops``; else ``None``."""
     if n == 0 or n > budget:
         return None
+    perm, b = bandwidth(n, rows, cols)
+    return (perm, b) if fits(n, b, budget, flops) else None
+
+
+def fits(n: int, b: int, budget: int = BAND_BUDGET, flops: int = FLOP_BUDGET) -> bool:
+    """Whether band elimination of ``n`` states of bandwidth ``b`` fits ``n (2b + 1) <= budget``
+    numbers and ``n b^2 <= flops`` operations."""
+    return 0 < n and n * (2 * b + 1) <= budget and n * b * b <= flops
+
+
+def bandwidth(n: int, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, int]:
+    """``(perm, b)``: a reverse Cuthill-McKee order of the ``n`` states and the bandwidth ``b`` of
+    the transitions ``rows -> cols`` in it."""
     rows = np.asarray(rows, np.int64)
     cols = np.asarray(cols, np.int64)
     off = rows != cols
@@ -50,10 +71,7 @@ def band_order(n: int, rows: np.ndarray, cols: np.ndarray, budget: int = BAND_BU
     perm = reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.int64)
     where = np.empty(n, np.int64)
     where[perm] = np.arange(n)
-    b = int(np.abs(where[r] - where[c]).max(initial=0))
-    if n * (2 * b + 1) > budget or n * b * b > flops:
-        return None
-    return perm, b
+    return perm, int(np.abs(where[r] - where[c]).max(initial=0))
 
 
 class GthBand:

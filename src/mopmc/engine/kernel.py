@@ -58,7 +58,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mopmc.engine.banded import BAND_BUDGET
+from mopmc.engine.banded import BAND_BUDGET, LU_GATE
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
@@ -128,8 +128,9 @@ class Engine:
         method: ``"auto"`` (exact policy iteration on blocks of cyclic SCCs up to ``size_limit``
             states, the sound iterative method above), ``"exact"`` or ``"iterative"`` (all blocks).
         size_limit: the largest block solved by sparse LU in SuperLU's order under ``"auto"``; larger
-            blocks are solved by sparse LU within their band when it is narrow
-            (:mod:`mopmc.engine.banded`: factors of at most ``band_budget`` entries), else iteratively.
+            blocks are solved by elimination within their band when it is narrow
+            (:mod:`mopmc.engine.banded`: factors of at most ``band_budget`` entries), by SuperLU when
+            grid-like (``n b <= LU_GATE``), else iteratively (``band_budget`` 0: both off).
         precision: relative precision of the iterative method (default 1e-6); see the module docstring.
         renumber: ``"always"`` renumbers the states in processing order, so that every step of the
             plan is a contiguous range (``contiguous``; the torch engine needs it); ``"auto"`` skips
@@ -244,6 +245,8 @@ class Engine:
         block = CyclicBlock(p, states, self.matrix, band=self.band_budget, cheap=small)
         if small or (self.method == "auto" and block.banded is not None):
             return block
+        if self.method == "auto" and self.band_budget > 0 and len(states) * block.bandwidth <= LU_GATE:
+            return block  # grid-like: SuperLU in its own order (see mopmc.engine.banded.LU_GATE)
         return IterativeBlock(p, states, self.matrix, exact=block)
 
     def _names(self) -> str:

@@ -24,7 +24,7 @@ from scipy.sparse import csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import FLOP_BUDGET, BandBlock, band_order, leave_mass
+from mopmc.engine.banded import FLOP_BUDGET, BandBlock, bandwidth, fits, leave_mass
 from mopmc.engine.problem import Problem
 from mopmc.errors import InfiniteValueError
 
@@ -55,14 +55,16 @@ class CyclicBlock:
         self.A_out = csr_matrix((A.data[~inside], (A.row[~inside], A.col[~inside])), shape=A.shape)
         self.leaves = (np.diff(self.A_out.indptr) > 0) | p.exits[self.choices]
         self.banded = None
-        if band is not None:
+        self.bandwidth = None  # (given a ``band`` budget: the transitions' bandwidth in band order)
+        if band:
             owner = np.repeat(self.owner, np.diff(self.A_in.indptr))
+            perm, self.bandwidth = bandwidth(n_b, owner, self.A_in.indices)
             # ``cheap``: only where elimination in the band costs about as little as a sparse LU
             flops = CHEAP * (self.A_in.nnz + n_b) if cheap else FLOP_BUDGET
-            order = band_order(n_b, owner, self.A_in.indices, band, flops)
-            if order is not None:
+            if fits(n_b, self.bandwidth, band, flops):
                 out = np.asarray(self.A_out.sum(axis=1)).ravel()
-                self.banded = BandBlock(order, self.A_in, leave_mass(self.A_in, out, p.exits[self.choices]))
+                leave = leave_mass(self.A_in, out, p.exits[self.choices])
+                self.banded = BandBlock((perm, self.bandwidth), self.A_in, leave)
 
     def solve(self, rho, rewards, V, X, start_policy, check_proper: bool) -> tuple[np.ndarray, int]:
         """Optimise the block in place (``V``, ``X``); return the chosen global choices and rounds."""

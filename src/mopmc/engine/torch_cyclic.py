@@ -36,7 +36,7 @@ from scipy.sparse import csc_matrix, csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import FLOP_BUDGET, BandBlock, band_order, leave_mass
+from mopmc.engine.banded import FLOP_BUDGET, LU_GATE, BandBlock, bandwidth, fits, leave_mass
 from mopmc.engine.policy_iteration import CHEAP
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
@@ -87,7 +87,11 @@ class DeviceBlock:
         if not self.dense and engine.band_budget > 0:  # (as the CPU engine's blocks)
             owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
             flops = CHEAP * (int(inside.sum()) + self.n) if self.sparse else FLOP_BUDGET
-            order = band_order(self.n, owner[rows[inside]], tg[inside] - a, engine.band_budget, flops)
+            perm, width = bandwidth(self.n, owner[rows[inside]], tg[inside] - a)
+            order = (perm, width) if fits(self.n, width, engine.band_budget, flops) else None
+            if order is None and not self.sparse and self.n * width <= LU_GATE:
+                self.sparse = True  # grid-like: SuperLU on the host (see mopmc.engine.banded.LU_GATE)
+                self._host_lu = (owner[rows[inside]], problem.probs[k0:k1][inside])
             if order is not None:
                 probs = problem.probs[k0:k1]
                 P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))

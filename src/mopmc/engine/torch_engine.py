@@ -175,7 +175,8 @@ class TorchEngine:
         dense_limit: cyclic blocks with at most this many states are solved by dense LU on the device (exact).
         sparse_limit: larger cyclic blocks up to this many states by sparse LU on the host (SuperLU,
             exact, as the CPU engine); blocks above it by band elimination on the host when their
-            factors fit ``band_budget`` numbers (:mod:`mopmc.engine.banded`; 0: never), else by
+            factors fit ``band_budget`` numbers (:mod:`mopmc.engine.banded`; 0: never), by SuperLU
+            on the host when grid-like (``n b <= LU_GATE``; not with ``band_budget`` 0), else by
             iterative evaluation on the device.
         check_every: iterative sweeps between convergence checks (each check is one host sync).
         engine: an already prepared CPU engine for the same model and objectives (skips preprocessing).
