@@ -1,6 +1,6 @@
 """Exact solves of banded cyclic blocks: a bandwidth-reducing order, then subtraction-free elimination.
 
-Cyclic blocks above the engines' size limit for sparse LU go to sound value iteration, whose
+Cyclic blocks above the engines' size limit for sparse LU went to sound value iteration, whose
 convergence is as slow as the block mixes: on a one-SCC chain of n states (a random walk to a goal)
 it needs about n^2 sweeps (72 s at n = 5,000). Such blocks are often *banded*: after a reverse
 Cuthill-McKee order of the union of their choices' transitions, every transition moves at most ``b``

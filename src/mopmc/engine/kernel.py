@@ -20,11 +20,11 @@ Preprocessing (:class:`Engine`), each step keeping the map back to the model:
 5. Keep the states from which the terminal is reached almost surely under some scheduler (others
    collect infinite reward in the non-preferred direction under every scheduler: dominated); if
    the initial state is not among them, no scheduler is finite: error.
-6. :mod:`~mopmc.engine.scc` plan; acyclic parts in one compiled pass, cyclic SCCs by
-   :mod:`~mopmc.engine.policy_iteration` (exact sparse LU), or, for blocks of more than
-   ``size_limit`` states (``method="auto"``) that are not narrowly banded
-   (:mod:`~mopmc.engine.banded`) or always (``method="iterative"``), by the sound iterative method
-   of :mod:`~mopmc.engine.iterative`.
+6. :mod:`~mopmc.engine.scc` plan (runs of small cyclic SCCs merged into one block); acyclic parts
+   in one compiled pass, cyclic SCCs by :mod:`~mopmc.engine.policy_iteration` (exact sparse LU, or
+   band elimination, :mod:`~mopmc.engine.banded`), or, for blocks of more than ``size_limit``
+   states (``method="auto"``) that are neither narrowly banded nor grid-like, or always
+   (``method="iterative"``), by the sound iterative method of :mod:`~mopmc.engine.iterative`.
 7. States renumbered in processing order (``renumber="always"``, which the torch engine needs), or
    only when the order is far from sequential (``"auto"``: Storm's numbering usually is already);
    never when they are in that order already.
@@ -126,7 +126,8 @@ class Engine:
             Storm's single-objective ``R[F phi]``, which only counts schedulers reaching phi).
         choice_mask: restrict schedulers to these model choices.
         method: ``"auto"`` (exact policy iteration on blocks of cyclic SCCs up to ``size_limit``
-            states, the sound iterative method above), ``"exact"`` or ``"iterative"`` (all blocks).
+            states, and above where they are banded or grid-like; the sound iterative method on the
+            others), ``"exact"`` or ``"iterative"`` (all blocks).
         size_limit: the largest block solved by sparse LU in SuperLU's order under ``"auto"``; larger
             blocks are solved by elimination within their band when it is narrow
             (:mod:`mopmc.engine.banded`: factors of at most ``band_budget`` entries), by SuperLU when
