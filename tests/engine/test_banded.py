@@ -250,3 +250,19 @@ def test_a_grid_like_block_beyond_the_band_goes_to_superlu_not_iteration(tmp_pat
     blocks = [b for b in eng.blocks if b is not None]
     assert eng.n_iterative == 0 and all(isinstance(b, CyclicBlock) and b.banded is None for b in blocks)
     assert Engine(loaded.model, (o,), size_limit=10, band_budget=0, allow_stay=False).n_iterative == len(blocks)
+
+
+def test_probability_one_by_the_graph_is_exactly_one(tmp_path):
+    """Where the graph decides it (every or some scheduler reaches the goal almost surely), the
+    value is exactly 1, as Storm's precomputation gives it; SuperLU's solve of this 10,000-state
+    grid gave 1 - 2.7e-14. Values the graph does not decide stay the solve's (Storm exact)."""
+    from mopmc.io.load import load
+    from mopmc.queries.single import check
+
+    path = tmp_path / "g.prism"
+    path.write_text(GRID.format(k=99))
+    props = ['Pmin=? [F "goal"]', 'Pmax=? [F "goal"]', "Pmin=? [F x=50 & y=50]"]
+    loaded = load(path, properties="; ".join(props))
+    got = [check(loaded.model, p).value for p in loaded.properties()]
+    assert got[:2] == [1.0, 1.0]
+    assert got[2] == pytest.approx(storm_exact(path, props[2])[0], rel=1e-12)

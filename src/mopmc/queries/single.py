@@ -138,7 +138,28 @@ def check(
                             {"check": time.perf_counter() - start})
     if o.kind == "probability":  # rounding may step an ulp or so outside [0, 1]: the nearer end is closer
         value = min(max(value, 0.0), 1.0)
+        if 0.0 < value < 1.0:  # exactly 0 or 1 where the graph alone decides it, as Storm's precomputation
+            value = _qualitative(model, o, value)
     return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start}, note=note)
+
+
+def _qualitative(model: SparseMDP, o: Objective, value: float) -> float:
+    """``value`` (of the probability objective ``o``, unbounded ``F``), or exactly 1 (0) where the
+    graph shows that the optimum is 1 (0) at the initial state: a numeric solve gives such values
+    up to rounding (1 - 2.7e-14 on a 10,000-state grid by SuperLU)."""
+    if o.left_text is not None or o.negated or o.steps is not None:
+        return value
+    from mopmc.engine.reductions import graph
+
+    g = graph.Csr(model.row_groups, model.indptr, model.targets)
+    target = o.target_mask(model)
+    if o.sense == "max":
+        one = graph.almost_sure_max(g, target)[0][model.initial]
+        zero = False
+    else:
+        one = graph.almost_sure_all(g, target)[model.initial]
+        zero = graph.avoid_positive(g, target)[model.initial]
+    return 1.0 if one else 0.0 if zero else value
 
 
 def _lp_value(model: SparseMDP, o: Objective):
