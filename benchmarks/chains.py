@@ -19,58 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+from mopmc.examples.scalable import FAMILIES
+
 PROPS = ['Pmin=? [F "goal"]', 'R{"r"}min=? [F "goal"]', 'R{"r"}max=? [F "goal"]']
-
-MODEL = """mdp
-const int N = {n};
-module walk
-  s : [0..N] init 0;
-  [slow] s<N -> 0.5:(s'=min(s+1,N)) + 0.5:(s'=max(s-1,0));
-  [fast] s<N -> 0.6:(s'=min(s+1,N)) + 0.4:(s'=max(s-1,0));
-  [] s=N -> true;
-endmodule
-label "goal" = s=N;
-rewards "r"
-  [slow] true : 1;
-  [fast] true : 2;
-endrewards
-"""
-
-GRID = """mdp
-const int K = {n};
-module grid
-  x : [0..K] init 0;
-  y : [0..K] init 0;
-  [east] x<K | y<K -> 0.45:(x'=min(x+1,K)) + 0.2:(y'=min(y+1,K)) + 0.35:(x'=max(x-1,0));
-  [north] x<K | y<K -> 0.4:(y'=min(y+1,K)) + 0.25:(x'=min(x+1,K)) + 0.35:(y'=max(y-1,0));
-  [] x=K & y=K -> true;
-endmodule
-label "goal" = x=K & y=K;
-rewards "r"
-  [east] true : 1;
-  [north] true : 3;
-endrewards
-"""
-
-RETRIES = """mdp
-const int N = {n};
-module m
-  s : [0..N] init 0;
-  b : [0..1] init 0;
-  [try] s<N & b=0 -> 0.5:(b'=1) + 0.5:(s'=s+1);
-  [safe] s<N & b=0 -> 0.3:(b'=1) + 0.7:(s'=s+1);
-  [back] s<N & b=1 -> 0.9:(b'=0) + 0.1:(s'=s+1)&(b'=0);
-  [] s=N -> true;
-endmodule
-label "goal" = s=N;
-rewards "r"
-  [try] true : 1;
-  [safe] true : 2;
-  [back] true : 1;
-endrewards
-"""
-
-FAMILIES = {"walk": MODEL, "grid": GRID, "retries": RETRIES}
 
 STORM = """
 import json, sys, time, stormpy
@@ -137,7 +88,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for n in sizes:
             path = Path(tmp) / f"{a.family}{n}.prism"
-            path.write_text(FAMILIES[a.family].format(n=n))
+            path.write_text(FAMILIES[a.family](n))
             for prop in PROPS:
                 o = run(OURS, 3600.0, str(path), prop)
                 if o is None or "error" in o:

@@ -100,3 +100,29 @@ def assert_scheduler_refused(path, model, words, **kw) -> None:
     assert message.startswith(f"{path}: "), message
     for word in words:
         assert word in message, (word, message)
+
+
+#: A cycle a-b whose rewards have both signs ("r": +1 then -1; "r2": +1 then -2), and "spin": b
+#: loses 1, c (leaving to "done") gains 1: the kernel cannot weigh such end components.
+ZERO_CYCLE = """mdp
+module m
+  s : [0..2] init 0;
+  [a] s=0 -> (s'=1);
+  [b] s=1 -> (s'=0);
+  [c] s=0 -> (s'=2);
+  [] s=2 -> true;
+endmodule
+label "done" = s=2;
+rewards "r"
+  [a] true : 1;
+  [b] true : -1;
+endrewards
+rewards "r2"
+  [a] true : 1;
+  [b] true : -2;
+endrewards
+rewards "spin"
+  [b] true : -1;
+  [c] true : 1;
+endrewards
+"""

@@ -116,3 +116,16 @@ def scheduler_values(model: SparseMDP, objs, res) -> np.ndarray:
     v = evaluate_policy(model, choice, objective_rewards(model, objs))
     assert v is not None, "the returned scheduler has an infinite objective"
     return v
+
+
+def random_case(seed: int, n: int, m: int, finite: bool, signed: bool):
+    """``(model, objectives, weights)``: a random MDP (half its choices without reward; with
+    ``finite`` every end component's rewards zeroed), total-reward objectives of random senses, and
+    weights in [-1, 1] (``signed``) or [0, 1]."""
+    rng = np.random.default_rng(seed)
+    model = random_mdp(rng, n, m, zero_frac=0.5)
+    if finite:
+        model = zero_end_components(model)
+    objs = total_objectives(m, [("min", "max")[int(x)] for x in rng.integers(0, 2, m)])
+    w = rng.uniform(-1, 1, m) if signed else rng.uniform(0, 1, m)
+    return model, objs, w

@@ -10,50 +10,20 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from mdp_reference import FAST, random_mdp, total_objectives, zero_end_components
+from mdp_reference import FAST, random_case, random_mdp, total_objectives, zero_end_components
 from storm_reference import storm_exact
 from mopmc.engine.banded import GthBand, band_order
+from mopmc.examples.scalable import grid, walk
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.kernel import Engine
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.errors import InfiniteValueError
 
-WALK = """mdp
-const int N = {n};
-module walk
-  s : [0..N] init 0;
-  [slow] s<N -> {p}:(s'=min(s+1,N)) + {q}:(s'=max(s-1,0));
-  [fast] s<N -> 0.6:(s'=min(s+1,N)) + 0.4:(s'=max(s-1,0));
-  [] s=N -> true;
-endmodule
-label "goal" = s=N;
-rewards "r"
-  [slow] true : 1;
-  [fast] true : 2;
-endrewards
-"""
-
-GRID = """mdp
-const int K = {k};
-module grid
-  x : [0..K] init 0;
-  y : [0..K] init 0;
-  [east] x<K | y<K -> 0.45:(x'=min(x+1,K)) + 0.2:(y'=min(y+1,K)) + 0.35:(x'=max(x-1,0));
-  [north] x<K | y<K -> 0.4:(y'=min(y+1,K)) + 0.25:(x'=min(x+1,K)) + 0.35:(y'=max(y-1,0));
-  [] x=K & y=K -> true;
-endmodule
-label "goal" = x=K & y=K;
-rewards "r"
-  [east] true : 1;
-  [north] true : 3;
-endrewards
-"""
-
 PROPS = ['Pmin=? [F "goal"]', 'R{"r"}min=? [F "goal"]', 'R{"r"}max=? [F "goal"]']
 
 
 @pytest.mark.parametrize("engine", ["kernel", "torch"])
-@pytest.mark.parametrize("text", [WALK.format(n=1500, p=0.5, q=0.5), WALK.format(n=800, p=0.55, q=0.45), GRID.format(k=14)],
+@pytest.mark.parametrize("text", [walk(1500), walk(800, "0.55", "0.45"), grid(14)],
                          ids=["walk-half", "walk-uneven", "grid"])
 def test_large_banded_blocks_equal_storm_exact(tmp_path, text, engine):
     """The one cyclic block is above the size limit of sparse LU here: before, it went to value
@@ -91,12 +61,7 @@ def test_large_banded_blocks_equal_storm_exact(tmp_path, text, engine):
 def test_band_elimination_equals_sparse_lu_on_random_mdps(seed, n, m, finite, signed):
     """Every cyclic block through band elimination (``size_limit=0``) against SuperLU
     (``method="exact"``): the same optimum, the same infinite directions."""
-    rng = np.random.default_rng(seed)
-    model = random_mdp(rng, n, m, zero_frac=0.5)
-    if finite:
-        model = zero_end_components(model)
-    objs = total_objectives(m, [("min", "max")[int(x)] for x in rng.integers(0, 2, m)])
-    w = rng.uniform(-1, 1, m) if signed else rng.uniform(0, 1, m)
+    model, objs, w = random_case(seed, n, m, finite, signed)
     try:
         exact = Engine(model, objs, method="exact").optimise(w)
     except InfiniteValueError:
@@ -201,7 +166,7 @@ def test_an_ill_conditioned_walk_gets_its_policy_value_to_the_last_digits(tmp_pa
 
     n = 800
     path = tmp_path / "m.prism"
-    path.write_text(WALK.format(n=n, p=0.45, q=0.55))
+    path.write_text(walk(n, "0.45", "0.55"))
     loaded = load(path, properties='R{"r"}max=? [F "goal"]', valuations=True)
     model, o = loaded.model, loaded.properties()[0].objectives[0]
     value, sched, bound = _kernel_value(model, o, {})
@@ -239,7 +204,7 @@ def test_a_grid_like_block_beyond_the_band_goes_to_superlu_not_iteration(tmp_pat
     from mopmc.queries.single import _kernel_value
 
     path = tmp_path / "g.prism"
-    path.write_text(GRID.format(k=14))
+    path.write_text(grid(14))
     prop = 'R{"r"}min=? [F "goal"]'
     (want,) = storm_exact(path, prop)
     loaded = load(path, properties=prop)
@@ -260,7 +225,7 @@ def test_probability_one_by_the_graph_is_exactly_one(tmp_path):
     from mopmc.queries.single import check
 
     path = tmp_path / "g.prism"
-    path.write_text(GRID.format(k=99))
+    path.write_text(grid(99))
     props = ['Pmin=? [F "goal"]', 'Pmax=? [F "goal"]', "Pmin=? [F x=50 & y=50]"]
     loaded = load(path, properties="; ".join(props))
     got = [check(loaded.model, p).value for p in loaded.properties()]

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from mdp_reference import (
-    FAST, evaluate_policy, objective_rewards as _rewards, random_mdp,
+    FAST, evaluate_policy, objective_rewards as _rewards, random_case, random_mdp,
     scheduler_values, total_objectives, zero_end_components,
 )
 from mopmc.engine.kernel import Engine
@@ -29,12 +29,7 @@ def _within(a, b, bound):
 def test_bounds_are_sound_on_random_mdps(seed, n, m, finite, signed):
     """Every value is within ``error_bound`` of the exact value of the returned scheduler (dense
     solve), and the exact weighted optimum is at most ``weighted + error_bound * |w|_1``."""
-    rng = np.random.default_rng(seed)
-    model = random_mdp(rng, n, m, zero_frac=0.5)
-    if finite:
-        model = zero_end_components(model)
-    objs = total_objectives(m, [("min", "max")[int(x)] for x in rng.integers(0, 2, m)])
-    w = rng.uniform(-1, 1, m) if signed else rng.uniform(0, 1, m)
+    model, objs, w = random_case(seed, n, m, finite, signed)
     try:
         exact = Engine(model, objs, method="exact").optimise(w)
     except InfiniteValueError:

@@ -9,6 +9,7 @@ import pytest
 from storm_reference import storm_exact
 from mopmc.engine.kernel import Engine
 from mopmc.engine.scc import Plan, merge_small_cycles
+from mopmc.examples.scalable import retries
 
 
 def _plan(*sizes_kinds):
@@ -39,25 +40,6 @@ def test_the_merged_size_is_capped_and_a_lone_cycles_step_stays():
     assert merge_small_cycles(single) is single
 
 
-RETRIES = """mdp
-const int N = {n};
-module m
-  s : [0..N] init 0;
-  b : [0..1] init 0;
-  [try] s<N & b=0 -> 0.5:(b'=1) + 0.5:(s'=s+1);
-  [safe] s<N & b=0 -> 0.3:(b'=1) + 0.7:(s'=s+1);
-  [back] s<N & b=1 -> 0.9:(b'=0) + 0.1:(s'=s+1)&(b'=0);
-  [] s=N -> true;
-endmodule
-label "goal" = s=N;
-rewards "r"
-  [try] true : 1;
-  [safe] true : 2;
-  [back] true : 1;
-endrewards
-"""
-
-
 @pytest.mark.parametrize("engine", ["kernel", "torch"])
 def test_a_chain_of_retry_loops_is_one_block_and_equals_storm_exact(tmp_path, engine):
     """300 two-state SCCs in a row: one step each in the plan (300 blocks solved one by one, a few
@@ -66,7 +48,7 @@ def test_a_chain_of_retry_loops_is_one_block_and_equals_storm_exact(tmp_path, en
     from mopmc.queries.single import _kernel_value
 
     path = tmp_path / "m.prism"
-    path.write_text(RETRIES.format(n=300))
+    path.write_text(retries(300))
     props = ['R{"r"}min=? [F "goal"]', 'R{"r"}max=? [F "goal"]', 'Pmax=? [F s=150 & b=1]']
     want = storm_exact(path, ";".join(props))
     if engine == "torch":

@@ -106,28 +106,7 @@ def test_check_command_rejects_a_bad_precision(tmp_path):
     assert res.exit_code == 2 and "--precision" in res.output and "Traceback" not in res.output
 
 
-ZERO_CYCLE = """mdp
-module m
-  s : [0..2] init 0;
-  [a] s=0 -> (s'=1);
-  [b] s=1 -> (s'=0);
-  [c] s=0 -> (s'=2);
-  [] s=2 -> true;
-endmodule
-label "done" = s=2;
-rewards "r"
-  [a] true : 1;
-  [b] true : -1;
-endrewards
-rewards "r2"
-  [a] true : 1;
-  [b] true : -2;
-endrewards
-rewards "spin"
-  [b] true : -1;
-  [c] true : 1;
-endrewards
-"""
+from support import ZERO_CYCLE  # noqa: E402 (shared with tests/queries/test_lp_fallback.py)
 
 
 def test_rewards_of_both_signs_in_an_end_component(tmp_path):

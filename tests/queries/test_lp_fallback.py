@@ -10,25 +10,7 @@ import pytest
 from mopmc.errors import MixedSignError
 from mopmc.io.load import load
 
-# 0 -a-> 1 -b-> 0 nets 0 on "r" (+1, -1); c leaves to 2. "spin": b loses 1, c gains 1.
-ZERO_CYCLE = """mdp
-module m
-  s : [0..2] init 0;
-  [a] s=0 -> (s'=1);
-  [b] s=1 -> (s'=0);
-  [c] s=0 -> (s'=2);
-  [] s=2 -> true;
-endmodule
-label "done" = s=2;
-rewards "r"
-  [a] true : 1;
-  [b] true : -1;
-endrewards
-rewards "spin"
-  [b] true : -1;
-  [c] true : 1;
-endrewards
-"""
+from support import ZERO_CYCLE  # 0 -a-> 1 -b-> 0 nets 0 on "r"; c leaves to "done"; "spin": b -1, c +1
 
 
 @pytest.fixture()

@@ -1,0 +1,79 @@
+"""Scalable PRISM models whose cyclic parts grow with a parameter (text, written by the caller):
+the shapes where value iteration is slow, for tests and ``benchmarks/chains.py``.
+
+>>> from mopmc.examples.scalable import walk
+>>> "const int N = 10;" in walk(10)
+True
+"""
+
+from __future__ import annotations
+
+_WALK = """mdp
+const int N = {n};
+module walk
+  s : [0..N] init 0;
+  [slow] s<N -> {up}:(s'=min(s+1,N)) + {down}:(s'=max(s-1,0));
+  [fast] s<N -> 0.6:(s'=min(s+1,N)) + 0.4:(s'=max(s-1,0));
+  [] s=N -> true;
+endmodule
+label "goal" = s=N;
+rewards "r"
+  [slow] true : 1;
+  [fast] true : 2;
+endrewards
+"""
+
+_GRID = """mdp
+const int K = {k};
+module grid
+  x : [0..K] init 0;
+  y : [0..K] init 0;
+  [east] x<K | y<K -> 0.45:(x'=min(x+1,K)) + 0.2:(y'=min(y+1,K)) + 0.35:(x'=max(x-1,0));
+  [north] x<K | y<K -> 0.4:(y'=min(y+1,K)) + 0.25:(x'=min(x+1,K)) + 0.35:(y'=max(y-1,0));
+  [] x=K & y=K -> true;
+endmodule
+label "goal" = x=K & y=K;
+rewards "r"
+  [east] true : 1;
+  [north] true : 3;
+endrewards
+"""
+
+_RETRIES = """mdp
+const int N = {n};
+module m
+  s : [0..N] init 0;
+  b : [0..1] init 0;
+  [try] s<N & b=0 -> 0.5:(b'=1) + 0.5:(s'=s+1);
+  [safe] s<N & b=0 -> 0.3:(b'=1) + 0.7:(s'=s+1);
+  [back] s<N & b=1 -> 0.9:(b'=0) + 0.1:(s'=s+1)&(b'=0);
+  [] s=N -> true;
+endmodule
+label "goal" = s=N;
+rewards "r"
+  [try] true : 1;
+  [safe] true : 2;
+  [back] true : 1;
+endrewards
+"""
+
+
+def walk(n: int, up: str = "0.5", down: str = "0.5") -> str:
+    """A one-SCC random walk on 0..n to the goal n: ``slow`` moves up with ``up`` and down with
+    ``down`` (PRISM expressions; reward 1), ``fast`` up with 0.6 (reward 2). Value iteration needs
+    about n^2 sweeps; the block is banded (bandwidth 1)."""
+    return _WALK.format(n=n, up=up, down=down)
+
+
+def grid(k: int) -> str:
+    """A walk on the (k+1)^2 grid to its far corner, drifting towards it under both actions (one
+    SCC of bandwidth about k)."""
+    return _GRID.format(k=k)
+
+
+def retries(n: int) -> str:
+    """n two-state retry loops in a row (n small SCCs, one after another)."""
+    return _RETRIES.format(n=n)
+
+
+FAMILIES = {"walk": walk, "grid": grid, "retries": retries}
