@@ -17,7 +17,8 @@ ties, as on the CPU. Evaluation:
   32 s on a 2-core CPU, SuperLU 0.2 s;
 * larger blocks whose transitions are narrowly banded (``band_budget``), and blocks up to
   ``sparse_limit`` states where that is cheap: the same on the host by subtraction-free band
-  elimination (:class:`~mopmc.engine.banded.BandBlock`, as the CPU engine);
+  elimination (:class:`~mopmc.engine.banded.BandBlock`, as the CPU engine); larger grid-like
+  blocks (``n b <= LU_GATE``) by SuperLU on the host, as the CPU engine;
 * other larger blocks: the iteration ``x <- b + P_pi x`` from ``x_0`` (the previous round's values, else
   0) together with ``y <- P_pi y`` from 1 (the probability of still being in the block after k
   steps). Since ``V - x_k = P_pi^k (V - x_0)``, ``|V - x_k| <= |y_k| |x_k - x_0| / (1 - |y_k|)`` (max
