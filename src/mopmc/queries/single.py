@@ -138,8 +138,8 @@ def check(
                             {"check": time.perf_counter() - start})
     if o.kind == "probability":  # rounding may step an ulp or so outside [0, 1]: the nearer end is closer
         value = min(max(value, 0.0), 1.0)
-        if 0.0 < value < 1.0:  # exactly 0 or 1 where the graph alone decides it, as Storm's precomputation
-            value = _qualitative(model, o, value)
+        if 0.0 < value < 1e-9 or 1.0 - 1e-9 < value < 1.0:  # exactly 0 or 1 where the graph decides it
+            value = _qualitative(model, o, value)  # (as Storm's precomputation; only near 0 or 1 to ask)
     return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start}, note=note)
 
 
