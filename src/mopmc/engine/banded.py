@@ -32,6 +32,7 @@ from mopmc.engine.numba_kernels import _lazy
 
 BAND_BUDGET = 40_000_000  # factor entries n (2b + 1): 320 MB
 FLOP_BUDGET = 2_000_000_000  # n b^2 per factorisation: about 2 s compiled
+CHEAP = 64  # band elimination below this many operations per transition and state: cheap
 
 
 #: above the size limit of SuperLU, a block that is not cheaply banded still goes to SuperLU (in
@@ -51,6 +52,27 @@ def band_order(n: int, rows: np.ndarray, cols: np.ndarray, budget: int = BAND_BU
         return None
     perm, b = bandwidth(n, rows, cols)
     return (perm, b) if fits(n, b, budget, flops) else None
+
+
+def grid_like(n: int, b: int) -> bool:
+    """Whether a block of ``n`` states and bandwidth ``b`` passes :data:`LU_GATE`."""
+    return n * b <= LU_GATE
+
+
+def block_solver(inside: csr_matrix, owner: np.ndarray, outside_sum: np.ndarray, exits: np.ndarray,
+                 budget: int, cheap: bool) -> tuple[BandBlock | None, int]:
+    """``(solver, b)`` for a cyclic block of the engines: ``inside`` its choices' transitions inside
+    it (CSR, choices x states, local indices), ``owner`` each choice's local state, ``outside_sum``
+    and ``exits`` as :func:`leave_mass` takes them; ``b`` the bandwidth in band order, ``solver`` a
+    :class:`BandBlock` when its factors fit ``budget`` numbers and the operations
+    :data:`FLOP_BUDGET`, or with ``cheap`` about what a sparse LU would cost (at most
+    :data:`CHEAP` per transition and state), else ``None``."""
+    n = inside.shape[1]
+    perm, b = bandwidth(n, np.repeat(owner, np.diff(inside.indptr)), inside.indices)
+    flops = CHEAP * (inside.nnz + n) if cheap else FLOP_BUDGET
+    if not fits(n, b, budget, flops):
+        return None, b
+    return BandBlock((perm, b), inside, leave_mass(inside, outside_sum, exits)), b
 
 
 def fits(n: int, b: int, budget: int = BAND_BUDGET, flops: int = FLOP_BUDGET) -> bool:

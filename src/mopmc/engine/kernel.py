@@ -58,7 +58,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mopmc.engine.banded import BAND_BUDGET, LU_GATE
+from mopmc.engine.banded import BAND_BUDGET, grid_like
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
@@ -246,7 +246,7 @@ class Engine:
         block = CyclicBlock(p, states, self.matrix, band=self.band_budget, cheap=small)
         if small or (self.method == "auto" and block.banded is not None):
             return block
-        if self.method == "auto" and self.band_budget > 0 and len(states) * block.bandwidth <= LU_GATE:
+        if self.method == "auto" and self.band_budget > 0 and grid_like(len(states), block.bandwidth):
             return block  # grid-like: SuperLU in its own order (see mopmc.engine.banded.LU_GATE)
         return IterativeBlock(p, states, self.matrix, exact=block)
 

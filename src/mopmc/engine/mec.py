@@ -89,8 +89,9 @@ def maximal_end_components(model: SparseMDP, allowed: np.ndarray | None = None) 
         if not bad.any():
             break
         choice_ok &= ~bad
-        np.subtract.at(count, owner[bad], 1)
-        _drop(np.flatnonzero((count == 0) & (np.bincount(owner[bad], minlength=n) > 0)), choice_ok, count, owner, into)
+        lost = np.bincount(owner[bad], minlength=n)
+        count -= lost
+        _drop(np.flatnonzero((count == 0) & (lost > 0)), choice_ok, count, owner, into)
     state_ok = count > 0
     component = np.full(n, -1, dtype=np.int64)
     if state_ok.any():

@@ -14,7 +14,7 @@ A block given a ``band`` budget is solved by subtraction-free elimination in the
 ``None`` otherwise): exact to a few ulp however ill-conditioned (SuperLU's error grows with the
 condition number: on a 800-state walk with values near 1e71 it was off by 55 orders of magnitude),
 and the engines solve large banded blocks so instead of iterating. With ``cheap``, only when that
-costs about what a sparse LU would (at most ``CHEAP`` operations per transition and state).
+costs about what a sparse LU would (:func:`mopmc.engine.banded.block_solver`).
 """
 
 from __future__ import annotations
@@ -24,13 +24,12 @@ from scipy.sparse import csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import FLOP_BUDGET, BandBlock, bandwidth, fits, leave_mass
+from mopmc.engine.banded import block_solver
 from mopmc.engine.problem import Problem
 from mopmc.errors import InfiniteValueError
 
 _IMPROVE = 1e-12  # relative margin for a strict improvement
 _MAX_ROUNDS = 10_000
-CHEAP = 64  # band elimination below this many operations per transition and state: cheap
 
 
 class CyclicBlock:
@@ -57,14 +56,8 @@ class CyclicBlock:
         self.banded = None
         self.bandwidth = None  # (given a ``band`` budget: the transitions' bandwidth in band order)
         if band:
-            owner = np.repeat(self.owner, np.diff(self.A_in.indptr))
-            perm, self.bandwidth = bandwidth(n_b, owner, self.A_in.indices)
-            # ``cheap``: only where elimination in the band costs about as little as a sparse LU
-            flops = CHEAP * (self.A_in.nnz + n_b) if cheap else FLOP_BUDGET
-            if fits(n_b, self.bandwidth, band, flops):
-                out = np.asarray(self.A_out.sum(axis=1)).ravel()
-                leave = leave_mass(self.A_in, out, p.exits[self.choices])
-                self.banded = BandBlock((perm, self.bandwidth), self.A_in, leave)
+            out = np.asarray(self.A_out.sum(axis=1)).ravel()
+            self.banded, self.bandwidth = block_solver(self.A_in, self.owner, out, p.exits[self.choices], band, cheap)
 
     def solve(self, rho, rewards, V, X, start_policy, check_proper: bool) -> tuple[np.ndarray, int]:
         """Optimise the block in place (``V``, ``X``); return the chosen global choices and rounds."""

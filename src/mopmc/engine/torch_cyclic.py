@@ -37,8 +37,7 @@ from scipy.sparse import csc_matrix, csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import FLOP_BUDGET, LU_GATE, BandBlock, bandwidth, fits, leave_mass
-from mopmc.engine.policy_iteration import CHEAP
+from mopmc.engine.banded import block_solver, grid_like
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
 
@@ -79,25 +78,19 @@ class DeviceBlock:
         # host copies for the properness check (only with negative weights, as the CPU engine) and
         # the sparse LU: each inside transition's choice, target and probability
         self._host_in = (rows[inside], tg[inside] - a)
-        if self.sparse:
-            owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
-            self._host_lu = (owner[rows[inside]], problem.probs[k0:k1][inside])
         leaves = np.zeros(self.nc, bool)
         leaves[rows[~inside]] = True
         self._leaves = leaves | problem.exits[c0:c1]
+        owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
         if not self.dense and engine.band_budget > 0:  # (as the CPU engine's blocks)
-            owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
-            flops = CHEAP * (int(inside.sum()) + self.n) if self.sparse else FLOP_BUDGET
-            perm, width = bandwidth(self.n, owner[rows[inside]], tg[inside] - a)
-            order = (perm, width) if fits(self.n, width, engine.band_budget, flops) else None
-            if order is None and not self.sparse and self.n * width <= LU_GATE:
-                self.sparse = True  # grid-like: SuperLU on the host (see mopmc.engine.banded.LU_GATE)
-                self._host_lu = (owner[rows[inside]], problem.probs[k0:k1][inside])
-            if order is not None:
-                probs = problem.probs[k0:k1]
-                P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
-                out = np.bincount(rows[~inside], weights=probs[~inside], minlength=self.nc)
-                self.banded = BandBlock(order, P_in, leave_mass(P_in, out, problem.exits[c0:c1]))
+            probs = problem.probs[k0:k1]
+            P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
+            out = np.bincount(rows[~inside], weights=probs[~inside], minlength=self.nc)
+            self.banded, width = block_solver(P_in, owner, out, problem.exits[c0:c1], engine.band_budget, self.sparse)
+            if self.banded is None and not self.sparse and grid_like(self.n, width):
+                self.sparse = True  # SuperLU on the host (see mopmc.engine.banded.LU_GATE)
+        if self.sparse:
+            self._host_lu = (owner[rows[inside]], problem.probs[k0:k1][inside])
         self.exact = self.dense or self.sparse or self.banded is not None
 
     # ------------------------------------------------------------------ one direction

@@ -28,10 +28,9 @@ def make_oracle(model, objectives, engine: str = "kernel", device: str | None = 
 
         return kernel_oracle(model, objectives)
     except MixedSignError as exc:
-        if model.n_states > LP_FALLBACK_STATES:
-            raise
+        note = lp_fallback_note(engine, model, exc, named=len(objectives) > 1)
         oracle = lp_oracle(model, objectives)
-        oracle.note = lp_fallback_note(engine, exc if len(objectives) > 1 else None)
+        oracle.note = note
         return oracle
 
 
@@ -40,10 +39,13 @@ def make_oracle(model, objectives, engine: str = "kernel", device: str | None = 
 LP_FALLBACK_STATES = 200_000
 
 
-def lp_fallback_note(engine: str, exc: MixedSignError | None = None) -> str:
-    """What the answer of the exact LP engine instead of ``engine`` says on stderr and in JSON
-    (``exc``: the kernel's refusal, naming the objectives among several)."""
-    what = getattr(exc, "objectives", None)
+def lp_fallback_note(engine: str, model, exc: MixedSignError, named: bool = False) -> str:
+    """What the answer of the exact LP engine instead of ``engine`` says on stderr and in JSON;
+    ``exc`` (the kernel's refusal) again where ``model`` is too large for that. ``named``: say which
+    objectives (among several)."""
+    if model.n_states > LP_FALLBACK_STATES:
+        raise exc
+    what = getattr(exc, "objectives", None) if named else None
     return (f"the {engine} engine cannot weigh an end component whose rewards have both signs"
             f"{f' ({what})' if what else ''}; answered by the exact LP engine (as --engine lp; it exports no scheduler)")
 

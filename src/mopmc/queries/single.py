@@ -110,12 +110,10 @@ def check(
                     from mopmc.engine.torch_engine import TorchEngine
 
                     value, sched, bound = _kernel_value(model, o, {"precision": precision, "device": device}, TorchEngine)
-            except MixedSignError:  # the exact LP weighs it (a total of 0, infinite, or none)
-                from mopmc.queries.dispatch import LP_FALLBACK_STATES, lp_fallback_note
+            except MixedSignError as exc:  # the exact LP weighs it (a total of 0, infinite, or none)
+                from mopmc.queries.dispatch import lp_fallback_note
 
-                if model.n_states > LP_FALLBACK_STATES:
-                    raise
-                note = lp_fallback_note(engine)
+                note = lp_fallback_note(engine, model, exc)
                 value, sched, bound = _lp_value(model, o)
         else:
             raise PropertyError(f"unknown engine {engine!r}; use kernel, lp or torch")
