@@ -8,6 +8,10 @@ in the "first" column), Storm's default engine and its sound one (``stormpy.envi
 each value's distance to ours (Storm's exact engine at the smallest n as the referee).
 
     python benchmarks/chains.py --sizes 5000,50000,150000,1000000 --storm-timeout 300
+
+Other families (``--family``, :mod:`mopmc.examples.scalable`): ``grid``, ``retries`` and ``coin``
+(the shared-coin consensus protocol with 4 processes, n = its K; its properties are maximal and
+minimal probabilities of all coins 1 and the minimal expected steps).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from pathlib import Path
 from mopmc.examples.scalable import FAMILIES
 
 PROPS = ['Pmin=? [F "goal"]', 'R{"r"}min=? [F "goal"]', 'R{"r"}max=? [F "goal"]']
+FAMILY_PROPS = {"coin": ['Pmax=? [F "goal"]', 'Pmin=? [F "goal"]', 'R{"r"}min=? [F "finished"]']}
 
 STORM = """
 import json, sys, time, stormpy
@@ -89,7 +94,7 @@ def main() -> None:
         for n in sizes:
             path = Path(tmp) / f"{a.family}{n}.prism"
             path.write_text(FAMILIES[a.family](n))
-            for prop in PROPS:
+            for prop in FAMILY_PROPS.get(a.family, PROPS):
                 o = run(OURS, 3600.0, str(path), prop)
                 if o is None or "error" in o:
                     print(f"| {n:,} | `{prop}` | {o} | | | | |", flush=True)

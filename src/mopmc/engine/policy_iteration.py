@@ -8,6 +8,17 @@ and ``I - P_pi`` stays regular. A cycle of positive mean weighted reward (only p
 rewards what an objective's direction penalises) makes the optimum infinite: the new policy is then
 improper, which is detected and reported as :class:`~mopmc.errors.InfiniteValueError`.
 
+Ties: the strict rule keeps a state's choice unless another is strictly better, so where the
+current policy's values tie (a region from which it reaches nothing, say) the start policy stays
+until improvements reach it, one round at a time: 190 rounds per block on the shared-coin consensus
+protocol. Each round therefore first looks ahead: :data:`LOOKAHEAD` Bellman sweeps from the
+evaluated values ``v`` (a lower bound, so the sweeps rise monotonically towards the optimum), then
+the greedy policy ``g`` of the swept values ``u`` (first maximum). ``T_g u = T u >= u``, so where
+``g`` is proper (checked on its graph) its value is at least ``u >= v``: a valid round, strictly
+better wherever the strict rule would improve. Where ``g`` is not proper (a tie closed a cycle of
+mean weighted reward 0), the round takes the strict rule instead. The consensus blocks then take 3
+or 4 rounds.
+
 The m objectives are evaluated at the end with the same LU factors (one solve, m right-hand sides).
 A block given a ``band`` budget is solved by subtraction-free elimination in the order of
 :func:`mopmc.engine.banded.band_order` when its transitions are banded within it (``banded``;
@@ -30,6 +41,8 @@ from mopmc.errors import InfiniteValueError
 
 _IMPROVE = 1e-12  # relative margin for a strict improvement
 _MAX_ROUNDS = 10_000
+LOOKAHEAD = 4
+"""Bellman sweeps per round before the greedy policy is tried (0: the strict rule alone)."""
 
 
 class CyclicBlock:
@@ -82,12 +95,13 @@ class CyclicBlock:
             better = best > cur + _IMPROVE * np.maximum(1.0, np.abs(cur))
             if not better.any() or rounds >= _MAX_ROUNDS:
                 break
-            is_best = q >= best[self.owner]
-            cand = np.flatnonzero(is_best)
-            owners, first = np.unique(self.owner[cand], return_index=True)
-            argbest = np.empty(n_b, np.int64)
-            argbest[owners] = cand[first]
-            pol = np.where(better, argbest, pol)
+            argbest = self._first_max(q, best)
+            new = np.where(better, argbest, pol)
+            if LOOKAHEAD:  # (see the module's docstring)
+                greedy = self._lookahead(out_v, vb, LOOKAHEAD)
+                if self._proper(greedy):
+                    new = greedy
+            pol = new
             if check_proper:
                 self._check_proper(pol)
         V[self.states] = vb
@@ -98,7 +112,30 @@ class CyclicBlock:
     def _to_local(self, global_choices: np.ndarray) -> np.ndarray:
         return global_choices - (self.choices[self.local_rg[:-1]] - self.local_rg[:-1])
 
+    def _first_max(self, q: np.ndarray, best: np.ndarray) -> np.ndarray:
+        """Per state, its first choice whose ``q`` reaches ``best`` (local choice indices)."""
+        cand = np.flatnonzero(q >= best[self.owner])
+        owners, first = np.unique(self.owner[cand], return_index=True)
+        argbest = np.empty(len(self.states), np.int64)
+        argbest[owners] = cand[first]
+        return argbest
+
+    def _lookahead(self, out_v: np.ndarray, v: np.ndarray, sweeps: int) -> np.ndarray:
+        """The greedy policy of ``sweeps`` Bellman sweeps from ``v`` (kept monotone in rounding)."""
+        starts = self.local_rg[:-1]
+        for _ in range(sweeps):
+            v = np.maximum(np.maximum.reduceat(out_v + self.A_in @ v, starts), v)
+        q = out_v + self.A_in @ v
+        return self._first_max(q, np.maximum.reduceat(q, starts))
+
     def _check_proper(self, pol: np.ndarray) -> None:
+        if not self._proper(pol):
+            raise InfiniteValueError(
+                "the weighted optimum is infinite: this direction rewards staying forever in an end component"
+            )
+
+    def _proper(self, pol: np.ndarray) -> bool:
+        """Whether the block's policy ``pol`` (local choices) leaves the block almost surely."""
         n_b = len(self.states)
         P = self.A_in[pol].tocoo()
         leave = np.flatnonzero(self.leaves[pol])
@@ -106,7 +143,4 @@ class CyclicBlock:
         cols = np.concatenate((P.row, leave))
         G = csr_matrix((np.ones(len(rows), np.int8), (rows, cols)), shape=(n_b + 1, n_b + 1))
         reached = breadth_first_order(G, n_b, directed=True, return_predecessors=False)
-        if len(reached) < n_b + 1:
-            raise InfiniteValueError(
-                "the weighted optimum is infinite: this direction rewards staying forever in an end component"
-            )
+        return len(reached) == n_b + 1

@@ -5,7 +5,9 @@ The block's successors outside it are solved already. As the CPU engine's
 computes every choice's one-step value ``q = rho + P_out V_out + P_in V_block`` (one SpMV), takes a
 segmented max over row groups and switches a state only to a choice *strictly* better by a relative
 margin, so policies stay proper (they leave the block almost surely) and the first maximum breaks
-ties, as on the CPU. Evaluation:
+ties, as on the CPU. Where the evaluation is exact, each round first tries the greedy policy of
+:data:`~mopmc.engine.policy_iteration.LOOKAHEAD` Bellman sweeps on the device, kept where it is
+proper, as the CPU engine does (see :mod:`mopmc.engine.policy_iteration`). Evaluation:
 
 * blocks of at most ``dense_limit`` states: ``I - P_pi`` built densely on the device and solved by
   LU (``torch.linalg.lu_factor_ex``), the m objectives afterwards with the same factors (exact up to
@@ -38,6 +40,7 @@ from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
 from mopmc.engine.banded import block_solver, grid_like
+from mopmc.engine.policy_iteration import LOOKAHEAD
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
 
@@ -105,8 +108,6 @@ class DeviceBlock:
             out.index_add_(0, self.out_rows, self.out_vals[:, None] * VX.index_select(0, self.out_tgt))
         out_v = rho[c0:c1] + out[:, 0]
         pol = torch.tensor(np.asarray(start_policy[a:b]) - c0, device=eng.device, dtype=torch.int64)
-        own = self.own
-        big = torch.iinfo(torch.int64).max
         local = torch.arange(self.nc, device=eng.device, dtype=torch.int64)
         rounds = 0
         vb = None
@@ -115,16 +116,18 @@ class DeviceBlock:
             solver = self._evaluator(pol)
             vb, err = solver(out_v.index_select(0, pol)[:, None], None if vb is None else vb[:, None])
             vb = vb[:, 0]
-            q = out_v.index_add(0, self.in_rows, self.in_vals * vb.index_select(0, self.in_cols))
-            best = torch.full((self.n,), -np.inf, device=q.device, dtype=q.dtype).scatter_reduce_(0, own, q, "amax")
+            q, best = self._q(out_v, vb)
             cur = q.index_select(0, pol)
             margin = torch.clamp(_IMPROVE * torch.clamp(cur.abs(), min=1.0), min=2.0 * float(err[0]))
             better = best > cur + margin
             if not bool(better.any()) or rounds >= _MAX_ROUNDS:
                 break
-            cand = torch.where(q >= best.index_select(0, own), local, big)
-            argbest = torch.full((self.n,), big, device=q.device, dtype=torch.int64).scatter_reduce_(0, own, cand, "amin")
-            pol = torch.where(better, argbest, pol)
+            pol_new = torch.where(better, self._first_max(q, best, local), pol)
+            if LOOKAHEAD and self.exact:  # (the greedy policy's values bound only from exact ones)
+                greedy = self._lookahead(out_v, vb, local)
+                if self._proper(greedy.cpu().numpy()):
+                    pol_new = greedy
+            pol = pol_new
             if check_proper:
                 self._check_proper(pol.cpu().numpy())
         rhs = eng.rewards.index_select(0, c0 + pol) + out.index_select(0, pol)[:, 1:]
@@ -135,6 +138,26 @@ class DeviceBlock:
         error = float(errx.max()) if len(errx) else 0.0
         gap = 0.0 if self.exact else self._certify(out_v, vb, float(err[0]))
         return gap, error
+
+    def _q(self, out_v, v):
+        """Every choice's one-step value from the block's values ``v``, and the best per state."""
+        q = out_v.index_add(0, self.in_rows, self.in_vals * v.index_select(0, self.in_cols))
+        best = self.torch.full((self.n,), -np.inf, device=q.device, dtype=q.dtype).scatter_reduce_(0, self.own, q, "amax")
+        return q, best
+
+    def _first_max(self, q, best, local):
+        """Per state, its first choice whose ``q`` reaches ``best`` (the CPU engine's tie rule)."""
+        torch = self.torch
+        big = torch.iinfo(torch.int64).max
+        cand = torch.where(q >= best.index_select(0, self.own), local, big)
+        return torch.full((self.n,), big, device=q.device, dtype=torch.int64).scatter_reduce_(0, self.own, cand, "amin")
+
+    def _lookahead(self, out_v, v, local):
+        """The greedy policy of :data:`LOOKAHEAD` Bellman sweeps from ``v`` (as the CPU engine)."""
+        for _ in range(LOOKAHEAD):
+            v = self.torch.maximum(self._q(out_v, v)[1], v)
+        q, best = self._q(out_v, v)
+        return self._first_max(q, best, local)
 
     def _certify(self, out_v, vb, err: float) -> float:
         """A certified bound on how much any proper policy beats ``vb`` (optimistic verification).
@@ -242,6 +265,11 @@ class DeviceBlock:
                 )
 
     def _check_proper(self, pol: np.ndarray) -> None:
+        if not self._proper(pol):
+            raise InfiniteValueError(_INFINITE)
+
+    def _proper(self, pol: np.ndarray) -> bool:
+        """Whether the block's policy ``pol`` (local choices, on the host) leaves the block almost surely."""
         rows, cols = self._host_in
         n = self.n
         chosen = np.zeros(self.nc, bool)
@@ -255,5 +283,5 @@ class DeviceBlock:
         c = np.concatenate((src, leave))
         G = csr_matrix((np.ones(len(r), np.int8), (r, c)), shape=(n + 1, n + 1))
         reached = breadth_first_order(G, n, directed=True, return_predecessors=False)
-        if len(reached) < n + 1:
-            raise InfiniteValueError(_INFINITE)
+        return len(reached) == n + 1
+

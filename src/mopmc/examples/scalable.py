@@ -58,6 +58,33 @@ endrewards
 """
 
 
+_COIN = """mdp
+const int N = {processes};
+const int K = {k};
+const int range = 2*(K+1)*N;
+const int left = N;
+const int right = 2*(K+1)*N - N;
+global counter : [0..range] init (K+1)*N;
+module process1
+  pc1 : [0..3];
+  coin1 : [0..1];
+  [] pc1=0 -> 0.5:(coin1'=0)&(pc1'=1) + 0.5:(coin1'=1)&(pc1'=1);
+  [] pc1=1 & coin1=0 & counter>0 -> (counter'=counter-1)&(pc1'=2)&(coin1'=0);
+  [] pc1=1 & coin1=1 & counter<range -> (counter'=counter+1)&(pc1'=2)&(coin1'=0);
+  [] pc1=2 & counter<=left -> (pc1'=3)&(coin1'=0);
+  [] pc1=2 & counter>=right -> (pc1'=3)&(coin1'=1);
+  [] pc1=2 & counter>left & counter<right -> (pc1'=0);
+  [] pc1=3 -> true;
+endmodule
+{others}
+label "finished" = {finished};
+label "goal" = {finished} & {ones};
+rewards "r"
+  true : 1;
+endrewards
+"""
+
+
 def walk(n: int, up: str = "0.5", down: str = "0.5") -> str:
     """A one-SCC random walk on 0..n to the goal n: ``slow`` moves up with ``up`` and down with
     ``down`` (PRISM expressions; reward 1), ``fast`` up with 0.6 (reward 2). Value iteration needs
@@ -76,4 +103,16 @@ def retries(n: int) -> str:
     return _RETRIES.format(n=n)
 
 
-FAMILIES = {"walk": walk, "grid": grid, "retries": retries}
+def coin(k: int, processes: int = 4) -> str:
+    """The shared-coin protocol of randomised consensus (Aspnes & Herlihy 1990, as in PRISM's
+    benchmark suite): ``processes`` processes flip coins and move one shared counter, in an order
+    the scheduler picks, until it leaves ``(N, 2(K+1)N - N)``; ``"goal"``: all finished with coin 1,
+    reward ``"r"``: 1 per step. Large cyclic blocks where the values of many states tie; 84,096
+    states at ``k=8``."""
+    others = "\n".join(f"module process{i} = process1[pc1=pc{i}, coin1=coin{i}] endmodule" for i in range(2, processes + 1))
+    finished = "(" + " & ".join(f"pc{i}=3" for i in range(1, processes + 1)) + ")"
+    ones = "(" + " & ".join(f"coin{i}=1" for i in range(1, processes + 1)) + ")"
+    return _COIN.format(processes=processes, k=k, others=others, finished=finished, ones=ones)
+
+
+FAMILIES = {"walk": walk, "grid": grid, "retries": retries, "coin": coin}
