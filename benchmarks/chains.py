@@ -10,8 +10,9 @@ each value's distance to ours (Storm's exact engine at the smallest n as the ref
     python benchmarks/chains.py --sizes 5000,50000,150000,1000000 --storm-timeout 300
 
 Other families (``--family``, :mod:`mopmc.examples.scalable`): ``grid``, ``retries`` and ``coin``
-(the shared-coin consensus protocol with 4 processes, n = its K; its properties are maximal and
-minimal probabilities of all coins 1 and the minimal expected steps).
+(the shared-coin consensus protocol with 4 processes, n = its K; its properties: the maximal and
+minimal probabilities that all finish with coin 1, the maximal probability that all finish, and
+the minimal expected steps until they do).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from pathlib import Path
 from mopmc.examples.scalable import FAMILIES
 
 PROPS = ['Pmin=? [F "goal"]', 'R{"r"}min=? [F "goal"]', 'R{"r"}max=? [F "goal"]']
-FAMILY_PROPS = {"coin": ['Pmax=? [F "goal"]', 'Pmin=? [F "goal"]', 'R{"r"}min=? [F "finished"]']}
+FAMILY_PROPS = {"coin": ['Pmax=? [F "goal"]', 'Pmin=? [F "goal"]', 'Pmax=? [F "finished"]', 'R{"r"}min=? [F "finished"]']}
 
 STORM = """
 import json, sys, time, stormpy

@@ -364,3 +364,56 @@ def test_weighted_rewards_over_the_paying_rows_equal_the_full_product_bit_for_bi
         np.testing.assert_allclose(a.point, b.point, rtol=0, atol=1e-12 * scale)
         assert abs(a.weighted - b.weighted) <= 1e-12 * max(1.0, abs(b.weighted))
         assert abs(a.error_bound - b.error_bound) <= 1e-12 * scale
+
+
+def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
+    """``a`` and ``b`` (-1: none) put the same states together."""
+    if not np.array_equal(a >= 0, b >= 0):
+        return False
+    pairs = {(int(x), int(y)) for x, y in zip(a, b) if x >= 0}
+    return len(pairs) == len({x for x, _ in pairs}) == len({y for _, y in pairs})
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 150), absorbing=st.sampled_from([0.02, 0.3]),
+       allow=st.sampled_from([0.6, 1.0]))
+def test_kernel_end_components_equal_the_lp_engines(seed, n, absorbing, allow):
+    """The kernel's compiled fixpoint (``numba_kernels.mec_fixpoint``, relabelling only the
+    components that changed) gives the MECs of the LP engine's independent decomposition
+    (:mod:`mopmc.engine.mec`, tested equal to Storm's), components and inside choices alike."""
+    from mopmc.engine.mec import maximal_end_components as lp_mecs
+    from mopmc.engine.problem import Problem
+    from mopmc.engine.reductions import end_components as ec
+
+    rng = np.random.default_rng(seed)
+    model = random_mdp(rng, n, 1, absorbing_frac=absorbing)
+    p = Problem(model.row_groups, model.indptr, model.targets, model.probs,
+                model.reward("r0")[:, None], np.zeros(model.n_choices, bool), 0)
+    allowed = rng.random(p.n_choices) < allow
+    ours = ec.maximal_end_components(p, allowed)
+    ref = lp_mecs(model, allowed)
+    np.testing.assert_array_equal(ours.inside, ref.choices)
+    assert ours.count == ref.count and _same_partition(ours.component, ref.component)
+
+
+def test_kernel_end_components_of_a_peeling_walk():
+    """A walk whose end components peel one layer per round (every state may idle, or move along
+    the walk; only the ends are absorbing): the compiled fixpoint's answer equals the LP engine's."""
+    from mopmc.engine.mec import maximal_end_components as lp_mecs
+    from mopmc.engine.problem import Problem
+    from mopmc.engine.reductions import end_components as ec
+    from mopmc.examples.scalable import coin
+    from mopmc.io.load import load
+
+    import tempfile, pathlib  # noqa: E401
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = pathlib.Path(tmp) / "coin.prism"
+        path.write_text(coin(1, processes=3))
+        model = load(path).model
+    p = Problem(model.row_groups, model.indptr, model.targets, model.probs,
+                np.zeros((model.n_choices, 1)), np.zeros(model.n_choices, bool), 0)
+    ours = ec.maximal_end_components(p, np.ones(p.n_choices, bool))
+    ref = lp_mecs(model)
+    np.testing.assert_array_equal(ours.inside, ref.choices)
+    assert ours.count == ref.count > 1 and _same_partition(ours.component, ref.component)

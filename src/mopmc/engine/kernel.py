@@ -255,7 +255,13 @@ class Engine:
 
     def _check_finite(self, p1: Problem, sccs: Sccs) -> None:
         """Refuse infinite objectives, find the zero-reward MECs (``sccs``: ``p1``'s SCCs)."""
+        from mopmc.engine import numba_kernels as nk
+
         cand = ec.cyclic_candidates(p1, sccs.label, len(sccs.height))
+        zero = ~nk.nonzero_rows(p1.rewards)
+        if not (p1.rewards > 0).any():  # (no gains: neither infinite nor mixed; one decomposition)
+            self.zero_ecs = ec.maximal_end_components(p1, zero, cand)
+            return
         every = ec.maximal_end_components(p1, np.ones(p1.n_choices, bool), cand)
         positive = np.zeros(self.m, bool)
         if every.inside.any():
@@ -287,10 +293,10 @@ class Engine:
             exc = InfiniteValueError(f"{self.model.source}: {what}")
             exc.preferred = True  # infinite in the preferred direction (+inf under max, -inf under min)
             raise exc
-        from mopmc.engine import numba_kernels as nk
-
-        zero = ~nk.nonzero_rows(p1.rewards)
-        self.zero_ecs = ec.maximal_end_components(p1, zero, every.component >= 0)
+        if zero[every.inside].all():  # every end component collects nothing: they are the zero ones
+            self.zero_ecs = every
+        else:
+            self.zero_ecs = ec.maximal_end_components(p1, zero, every.component >= 0)
 
     # ------------------------------------------------------------------ the kernel
     def optimise(

@@ -1098,3 +1098,139 @@ def prune_closed(rev_ptr, rev_choice, state_of_choice, allowed, alive, keep):
                     alive[o] = False
                     stack[top] = o
                     top += 1
+
+
+@_lazy
+def mec_fixpoint(row_groups, indptr, targets, choice_of_transition, state_of_choice, rev_ptr, rev_choice,
+                 allowed, alive):
+    """The maximal end components' fixpoint, in place: shrink ``allowed`` (choices) and ``alive``
+    (states) until every allowed choice of an alive state has all its successors alive and in its
+    state's SCC of the graph of allowed choices. Returns every state's SCC label (for alive states:
+    their MEC's, named by one of its states; labels of states that are not alive mean nothing).
+
+    Each round prunes to the closed part (a worklist, as :func:`prune_closed`), labels the SCCs
+    (Tarjan, iterative, over allowed choices only) and drops the choices that cross between SCCs,
+    while some choice is dropped. Only the SCCs that lost something since their last labelling are
+    labelled again (all their allowed choices stay inside them, so Tarjan from their states sees
+    nothing else): a model that peels one layer of states per round (a random walk's counter, say)
+    then costs the shrinking component per round, not the whole model."""
+    n = alive.shape[0]
+    count = np.zeros(n, np.int64)
+    for c in range(allowed.shape[0]):
+        if allowed[c]:
+            count[state_of_choice[c]] += 1
+    stack = np.empty(n, np.int64)
+    index = np.empty(n, np.int64)
+    low = np.empty(n, np.int64)
+    on_stack = np.zeros(n, np.bool_)
+    tstack = np.empty(n, np.int64)
+    call_node = np.empty(n, np.int64)
+    call_edge = np.empty(n, np.int64)
+    label = np.zeros(n, np.int64)  # (before the first labelling: all in one SCC, named 0, to label)
+    dirty = np.zeros(n, np.bool_)  # per label: to label again
+    redo = np.zeros(n, np.bool_)  # per state
+    dirty[0] = True
+    top = 0
+    for s in range(n):
+        if alive[s] and count[s] == 0:
+            alive[s] = False
+        if not alive[s]:
+            stack[top] = s
+            top += 1
+    while True:
+        # 1. closed part: a choice towards a state that is not alive goes; a state without choices dies
+        while top > 0:
+            top -= 1
+            s = stack[top]
+            for k in range(rev_ptr[s], rev_ptr[s + 1]):
+                c = rev_choice[k]
+                if allowed[c]:
+                    allowed[c] = False
+                    o = state_of_choice[c]
+                    count[o] -= 1
+                    dirty[label[o]] = True
+                    if count[o] == 0 and alive[o]:
+                        alive[o] = False
+                        stack[top] = o
+                        top += 1
+        # 2. label the SCCs that changed again (a new SCC is named by its Tarjan root)
+        any_redo = False
+        for s in range(n):
+            redo[s] = alive[s] and dirty[label[s]]
+            if redo[s]:
+                index[s] = -1
+                any_redo = True
+        if not any_redo:
+            return label
+        for s in range(n):
+            if redo[s]:
+                dirty[label[s]] = False
+        sp = 0
+        counter = 0
+        for root in range(n):
+            if not redo[root] or index[root] >= 0:
+                continue
+            w = root
+            depth = 0
+            descend = True
+            while True:
+                if descend:
+                    index[w] = counter
+                    low[w] = counter
+                    counter += 1
+                    tstack[sp] = w
+                    sp += 1
+                    on_stack[w] = True
+                    call_node[depth] = w
+                    call_edge[depth] = indptr[row_groups[w]]
+                    depth += 1
+                    descend = False
+                if depth == 0:
+                    break
+                v = call_node[depth - 1]
+                e = call_edge[depth - 1]
+                end = indptr[row_groups[v + 1]]
+                while e < end:
+                    if not allowed[choice_of_transition[e]]:
+                        e += 1
+                        continue
+                    w = targets[e]
+                    e += 1
+                    if index[w] < 0:
+                        call_edge[depth - 1] = e
+                        descend = True
+                        break
+                    if on_stack[w] and index[w] < low[v]:
+                        low[v] = index[w]
+                if descend:
+                    continue
+                if low[v] == index[v]:
+                    while True:
+                        sp -= 1
+                        x = tstack[sp]
+                        on_stack[x] = False
+                        label[x] = v
+                        if x == v:
+                            break
+                depth -= 1
+                if depth > 0:
+                    u = call_node[depth - 1]
+                    if low[v] < low[u]:
+                        low[u] = low[v]
+        # 3. drop the choices that cross between the new SCCs; their states may die
+        for s in range(n):
+            if not redo[s]:
+                continue
+            for c in range(row_groups[s], row_groups[s + 1]):
+                if not allowed[c]:
+                    continue
+                for k in range(indptr[c], indptr[c + 1]):
+                    if label[targets[k]] != label[s]:
+                        allowed[c] = False
+                        dirty[label[s]] = True
+                        count[s] -= 1
+                        break
+            if count[s] == 0 and alive[s]:
+                alive[s] = False
+                stack[top] = s
+                top += 1

@@ -57,12 +57,15 @@ def can_reach(g: Csr, seed: np.ndarray, rev: Reverse | None = None, allowed: np.
     return mark
 
 
-def almost_sure_max(g: Csr, target: np.ndarray, exits: np.ndarray | None = None, rev: Reverse | None = None):
+def almost_sure_max(g: Csr, target: np.ndarray, exits: np.ndarray | None = None, rev: Reverse | None = None,
+                    max_rounds: int | None = None):
     """States where some scheduler reaches ``target`` (or the terminal, via ``exits``) with probability 1.
 
     Returns ``(mask, choice)``: ``choice[s]`` is a choice of a scheduler achieving it (a proper
     scheduler: it moves closer to the target with positive probability and never leaves the set).
-    ``choice`` is -1 on target states that have no exit choice of their own.
+    ``choice`` is -1 on target states that have no exit choice of their own. ``max_rounds``: give up
+    (return None) after that many rounds of the outer fixpoint (each a pass over the transitions;
+    a model may need a round per layer of states it peels).
     """
     from mopmc.engine import numba_kernels as nk
 
@@ -71,7 +74,11 @@ def almost_sure_max(g: Csr, target: np.ndarray, exits: np.ndarray | None = None,
     exits = np.zeros(g.n_choices, bool) if exits is None else exits
     target = np.asarray(target, bool)
     valid = np.ones(g.n_choices, bool)
+    rounds = 0
     while True:
+        rounds += 1
+        if max_rounds is not None and rounds > max_rounds:
+            return None
         # drop choices that may leave ``inside``, and the states (not targets) left without choices,
         # to the fixpoint at once (a worklist): a round per state peeled made a walk with a trap at
         # one end (gambler's ruin) quadratic
