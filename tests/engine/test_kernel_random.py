@@ -376,11 +376,14 @@ def _same_partition(a: np.ndarray, b: np.ndarray) -> bool:
 
 @settings(max_examples=60, **FAST)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 150), absorbing=st.sampled_from([0.02, 0.3]),
-       allow=st.sampled_from([0.6, 1.0]))
-def test_kernel_end_components_equal_the_lp_engines(seed, n, absorbing, allow):
-    """The kernel's compiled fixpoint (``numba_kernels.mec_fixpoint``, relabelling only the
-    components that changed) gives the MECs of the LP engine's independent decomposition
-    (:mod:`mopmc.engine.mec`, tested equal to Storm's), components and inside choices alike."""
+       allow=st.sampled_from([0.6, 1.0]), budget=st.sampled_from([0, 3, 256]))
+def test_kernel_end_components_equal_the_lp_engines(seed, n, absorbing, allow, budget):
+    """The kernel's compiled fixpoint (``numba_kernels.mec_fixpoint``: splits found by searches
+    from the states that lost a choice, within ``budget`` edges, else by Tarjan on the components
+    that changed; budget 0: Tarjan alone) gives the MECs of the LP engine's independent
+    decomposition (:mod:`mopmc.engine.mec`, tested equal to Storm's), components and inside choices
+    alike."""
+    from mopmc.engine import numba_kernels as nk
     from mopmc.engine.mec import maximal_end_components as lp_mecs
     from mopmc.engine.problem import Problem
     from mopmc.engine.reductions import end_components as ec
@@ -390,15 +393,20 @@ def test_kernel_end_components_equal_the_lp_engines(seed, n, absorbing, allow):
     p = Problem(model.row_groups, model.indptr, model.targets, model.probs,
                 model.reward("r0")[:, None], np.zeros(model.n_choices, bool), 0)
     allowed = rng.random(p.n_choices) < allow
-    ours = ec.maximal_end_components(p, allowed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(nk, "MEC_SEARCH_BUDGET", budget)
+        ours = ec.maximal_end_components(p, allowed)
     ref = lp_mecs(model, allowed)
     np.testing.assert_array_equal(ours.inside, ref.choices)
     assert ours.count == ref.count and _same_partition(ours.component, ref.component)
 
 
-def test_kernel_end_components_of_a_peeling_walk():
-    """A walk whose end components peel one layer per round (every state may idle, or move along
-    the walk; only the ends are absorbing): the compiled fixpoint's answer equals the LP engine's."""
+@pytest.mark.parametrize("budget", [0, 256])
+def test_kernel_end_components_of_a_peeling_walk(budget, monkeypatch):
+    """The shared-coin protocol, whose end components peel one counter value per round (a finished
+    process may idle; the others move the counter): the compiled fixpoint's answer equals the LP
+    engine's, with searches (which split the peeled states off as they lose their way back) and by
+    Tarjan alone."""
     from mopmc.engine.mec import maximal_end_components as lp_mecs
     from mopmc.engine.problem import Problem
     from mopmc.engine.reductions import end_components as ec
@@ -413,6 +421,9 @@ def test_kernel_end_components_of_a_peeling_walk():
         model = load(path).model
     p = Problem(model.row_groups, model.indptr, model.targets, model.probs,
                 np.zeros((model.n_choices, 1)), np.zeros(model.n_choices, bool), 0)
+    from mopmc.engine import numba_kernels as nk
+
+    monkeypatch.setattr(nk, "MEC_SEARCH_BUDGET", budget)
     ours = ec.maximal_end_components(p, np.ones(p.n_choices, bool))
     ref = lp_mecs(model)
     np.testing.assert_array_equal(ours.inside, ref.choices)

@@ -97,16 +97,22 @@ TIES_OBJECTIVES = (
 )
 
 
-def test_an_improper_greedy_policy_is_not_taken(monkeypatch):
-    taken = []
-    proper = pi.CyclicBlock._proper
+def _record_proper(monkeypatch, block_class) -> list[bool]:
+    """Record every answer of ``block_class._proper`` (the greedy tries' properness checks)."""
+    taken: list[bool] = []
+    proper = block_class._proper
 
     def recording(self, pol):
         ok = proper(self, pol)
         taken.append(ok)
         return ok
 
-    monkeypatch.setattr(pi.CyclicBlock, "_proper", recording)
+    monkeypatch.setattr(block_class, "_proper", recording)
+    return taken
+
+
+def test_an_improper_greedy_policy_is_not_taken(monkeypatch):
+    taken = _record_proper(monkeypatch, pi.CyclicBlock)
     eng = Engine(TIES, TIES_OBJECTIVES)
     res = eng.optimise(np.array([1.0, 0.0]) * eng.orientation.direction)
     assert np.isfinite(res.values).all()
@@ -120,15 +126,7 @@ def test_torch_blocks_look_ahead_as_the_cpu_engine(small_coin, monkeypatch):
     import mopmc.engine.torch_cyclic as tc
     from mopmc.engine.torch_engine import TorchEngine
 
-    taken = []
-    proper = tc.DeviceBlock._proper
-
-    def recording(self, pol):
-        ok = proper(self, pol)
-        taken.append(ok)
-        return ok
-
-    monkeypatch.setattr(tc.DeviceBlock, "_proper", recording)
+    taken = _record_proper(monkeypatch, tc.DeviceBlock)
     eng = TorchEngine(TIES, TIES_OBJECTIVES, "cpu")
     res = eng.optimise(np.array([1.0, 0.0]) * eng.orientation.direction)
     assert res.values == pytest.approx([1.0, 0.0], abs=1e-12)

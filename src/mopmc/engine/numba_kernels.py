@@ -1100,48 +1100,63 @@ def prune_closed(rev_ptr, rev_choice, state_of_choice, allowed, alive, keep):
                     top += 1
 
 
+#: edges a search from a state that lost a choice may visit before the split is left to Tarjan
+MEC_SEARCH_BUDGET = 256
+
+
 @_lazy
 def mec_fixpoint(row_groups, indptr, targets, choice_of_transition, state_of_choice, rev_ptr, rev_choice,
-                 allowed, alive):
+                 allowed, alive, budget):
     """The maximal end components' fixpoint, in place: shrink ``allowed`` (choices) and ``alive``
     (states) until every allowed choice of an alive state has all its successors alive and in its
-    state's SCC of the graph of allowed choices. Returns every state's SCC label (for alive states:
-    their MEC's, named by one of its states; labels of states that are not alive mean nothing).
+    state's SCC of the graph of allowed choices. Returns every state's class label (alive states in
+    one MEC share theirs; labels of states that are not alive mean nothing).
 
-    Each round prunes to the closed part (a worklist, as :func:`prune_closed`), labels the SCCs
-    (Tarjan, iterative, over allowed choices only) and drops the choices that cross between SCCs,
-    while some choice is dropped. Only the SCCs that lost something since their last labelling are
-    labelled again (all their allowed choices stay inside them, so Tarjan from their states sees
-    nothing else): a model that peels one layer of states per round (a random walk's counter, say)
-    then costs the shrinking component per round, not the whole model."""
+    The classic fixpoint (prune to the closed part, label SCCs, drop the choices that cross between
+    them, until nothing is dropped) labels a whole component again whenever it loses a choice; a
+    component that peels one layer of states per round (a random walk's counter, say) then costs a
+    pass over itself per layer. Here an invariant holds throughout: every allowed choice of an alive
+    state stays within its state's class. A class that lost a choice can only split off pieces that
+    hold a state that lost a choice (pieces that cannot get back); so a breadth-first search runs
+    from each such state, within its class, and where it closes within ``budget`` edges, the closed
+    set is split off (its SCCs by Tarjan, the choices crossing between them or into it from the
+    rest dropped, which starts searches from their states in turn). Only when no search is left,
+    the classes that changed since their labelling are labelled again by Tarjan (which finds any
+    split the searches did not: pieces larger than the budget, or ones that cannot be reached)."""
     n = alive.shape[0]
+    nc = allowed.shape[0]
     count = np.zeros(n, np.int64)
-    for c in range(allowed.shape[0]):
+    for c in range(nc):
         if allowed[c]:
             count[state_of_choice[c]] += 1
-    stack = np.empty(n, np.int64)
+    dead = np.empty(n, np.int64)  # the states that died, to prune around
+    n_dead = 0
+    lost = np.empty(nc + 1, np.int64)  # states that lost a choice, to search from
+    n_lost = 0
     index = np.empty(n, np.int64)
     low = np.empty(n, np.int64)
     on_stack = np.zeros(n, np.bool_)
     tstack = np.empty(n, np.int64)
     call_node = np.empty(n, np.int64)
     call_edge = np.empty(n, np.int64)
-    label = np.zeros(n, np.int64)  # (before the first labelling: all in one SCC, named 0, to label)
-    dirty = np.zeros(n, np.bool_)  # per label: to label again
-    redo = np.zeros(n, np.bool_)  # per state
+    seen = np.zeros(n, np.int64)  # search stamps
+    stamp = 0
+    queue = np.empty(n, np.int64)  # the states to label: a closed set found by search, or every changed class
+    label = np.zeros(n, np.int64)  # (at first one class, 0, to label)
+    dirty = np.zeros(max(16, n // 4), np.bool_)  # per label: changed since its labelling
     dirty[0] = True
-    top = 0
+    next_label = 1
     for s in range(n):
         if alive[s] and count[s] == 0:
             alive[s] = False
         if not alive[s]:
-            stack[top] = s
-            top += 1
+            dead[n_dead] = s
+            n_dead += 1
     while True:
         # 1. closed part: a choice towards a state that is not alive goes; a state without choices dies
-        while top > 0:
-            top -= 1
-            s = stack[top]
+        while n_dead > 0:
+            n_dead -= 1
+            s = dead[n_dead]
             for k in range(rev_ptr[s], rev_ptr[s + 1]):
                 c = rev_choice[k]
                 if allowed[c]:
@@ -1149,26 +1164,67 @@ def mec_fixpoint(row_groups, indptr, targets, choice_of_transition, state_of_cho
                     o = state_of_choice[c]
                     count[o] -= 1
                     dirty[label[o]] = True
+                    lost[n_lost] = o
+                    n_lost += 1
                     if count[o] == 0 and alive[o]:
                         alive[o] = False
-                        stack[top] = o
-                        top += 1
-        # 2. label the SCCs that changed again (a new SCC is named by its Tarjan root)
-        any_redo = False
-        for s in range(n):
-            redo[s] = alive[s] and dirty[label[s]]
-            if redo[s]:
-                index[s] = -1
-                any_redo = True
-        if not any_redo:
-            return label
-        for s in range(n):
-            if redo[s]:
-                dirty[label[s]] = False
+                        dead[n_dead] = o
+                        n_dead += 1
+        cls = -1  # the class a closed set splits off from (-1: labelling every changed class)
+        if n_lost > 0:
+            # 2a. a search from a state that lost a choice: does it close within its class?
+            n_lost -= 1
+            d = lost[n_lost]
+            if not alive[d]:
+                continue
+            cls = label[d]
+            stamp += 1
+            seen[d] = stamp
+            queue[0] = d
+            head = 0
+            tail = 1
+            edges = 0
+            closed = True
+            while head < tail and closed:
+                v = queue[head]
+                head += 1
+                for c in range(row_groups[v], row_groups[v + 1]):
+                    if not allowed[c]:
+                        continue
+                    for k in range(indptr[c], indptr[c + 1]):
+                        w = targets[k]
+                        edges += 1
+                        if edges > budget or label[w] != cls:
+                            closed = False
+                            break
+                        if seen[w] != stamp:
+                            seen[w] = stamp
+                            queue[tail] = w
+                            tail += 1
+                    if not closed:
+                        break
+            if not closed:
+                continue
+            dirty[cls] = True  # (the rest of the class: to label again, unless nothing is left of it)
+        else:
+            # 2b. no search left: every class that changed since its labelling, labelled again
+            tail = 0
+            for s in range(n):
+                if alive[s] and dirty[label[s]]:
+                    queue[tail] = s
+                    tail += 1
+            if tail == 0:
+                return label
+            for i in range(tail):
+                dirty[label[queue[i]]] = False
+        # 3. the SCCs of the states in queue[:tail] (Tarjan; every allowed choice stays among them)
+        for i in range(tail):
+            index[queue[i]] = -1
         sp = 0
         counter = 0
-        for root in range(n):
-            if not redo[root] or index[root] >= 0:
+        for i in range(tail):
+            root = queue[i]
+            if index[root] >= 0:
                 continue
             w = root
             depth = 0
@@ -1205,32 +1261,54 @@ def mec_fixpoint(row_groups, indptr, targets, choice_of_transition, state_of_cho
                 if descend:
                     continue
                 if low[v] == index[v]:
+                    if next_label >= dirty.shape[0]:
+                        grown = np.zeros(2 * dirty.shape[0], np.bool_)
+                        grown[:dirty.shape[0]] = dirty
+                        dirty = grown
                     while True:
                         sp -= 1
                         x = tstack[sp]
                         on_stack[x] = False
-                        label[x] = v
+                        label[x] = next_label
                         if x == v:
                             break
+                    next_label += 1
                 depth -= 1
                 if depth > 0:
                     u = call_node[depth - 1]
                     if low[v] < low[u]:
                         low[u] = low[v]
-        # 3. drop the choices that cross between the new SCCs; their states may die
-        for s in range(n):
-            if not redo[s]:
-                continue
-            for c in range(row_groups[s], row_groups[s + 1]):
+        # 4. drop the choices that cross between the new SCCs (and, for a split, those of the rest of
+        # the class into the closed set); the states left without choices die
+        for i in range(tail):
+            v = queue[i]
+            for c in range(row_groups[v], row_groups[v + 1]):
                 if not allowed[c]:
                     continue
                 for k in range(indptr[c], indptr[c + 1]):
-                    if label[targets[k]] != label[s]:
+                    if label[targets[k]] != label[v]:
                         allowed[c] = False
-                        dirty[label[s]] = True
-                        count[s] -= 1
+                        count[v] -= 1
+                        dirty[label[v]] = True
+                        lost[n_lost] = v
+                        n_lost += 1
                         break
-            if count[s] == 0 and alive[s]:
-                alive[s] = False
-                stack[top] = s
-                top += 1
+            if cls >= 0:
+                for k in range(rev_ptr[v], rev_ptr[v + 1]):
+                    c = rev_choice[k]
+                    o = state_of_choice[c]
+                    if allowed[c] and label[o] == cls:
+                        allowed[c] = False
+                        count[o] -= 1
+                        lost[n_lost] = o
+                        n_lost += 1
+                        if count[o] == 0:
+                            alive[o] = False
+                            dead[n_dead] = o
+                            n_dead += 1
+        for i in range(tail):
+            v = queue[i]
+            if count[v] == 0 and alive[v]:
+                alive[v] = False
+                dead[n_dead] = v
+                n_dead += 1

@@ -46,7 +46,7 @@ def maximal_end_components(p: Problem, allowed: np.ndarray, candidates: np.ndarr
     # (one compiled fixpoint: repeating SCC decompositions in numpy took a global pass per peeled
     # layer, 67 of them per call on the shared-coin protocol at K=16, 0.87 s for two calls)
     label = nk.mec_fixpoint(p.row_groups, p.indptr, p.targets, p.choice_of_transition(), soc, rev_ptr, rev_choice,
-                            allowed, alive)
+                            allowed, alive, nk.MEC_SEARCH_BUDGET)
     comp = np.full(n, -1, np.int64)
     if alive.any():
         _, dense = np.unique(label[alive], return_inverse=True)
