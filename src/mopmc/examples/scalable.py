@@ -104,8 +104,8 @@ def retries(n: int) -> str:
 
 
 def coin(k: int, processes: int = 4) -> str:
-    """The shared-coin protocol of randomised consensus (Aspnes & Herlihy 1990, as in PRISM's
-    benchmark suite): ``processes`` processes flip coins and move one shared counter, in an order
+    """The shared-coin protocol of randomised consensus (Aspnes & Herlihy 1990; modelled after
+    PRISM's benchmark model): ``processes`` processes flip coins and move one shared counter, in an order
     the scheduler picks, until it leaves ``(N, 2(K+1)N - N)``; ``"goal"``: all finished with coin 1,
     reward ``"r"``: 1 per step. Large cyclic blocks where the values of many states tie; 84,096
     states at ``k=8``."""
