@@ -9,7 +9,8 @@ each value's distance to ours (Storm's exact engine at the smallest n as the ref
 
     python benchmarks/chains.py --sizes 5000,50000,150000,1000000 --storm-timeout 300
 
-Other families (``--family``, :mod:`mopmc.examples.scalable`): ``grid``, ``retries`` and ``coin``
+Other families (``--family``, :mod:`mopmc.examples.scalable`): ``grid``, ``cube`` (three
+dimensions: iterated, as sparse LU's work grows as the cube of its separators), ``retries`` and ``coin``
 (the shared-coin consensus protocol with 4 processes, n = its K; its properties: the maximal and
 minimal probabilities that all finish with coin 1, the maximal probability that all finish, and
 the minimal expected steps until they do).
@@ -103,7 +104,8 @@ def main() -> None:
                 d = cell(run(STORM, a.storm_timeout, str(path), prop, "default"), o["value"], a.storm_timeout)
                 s = cell(run(STORM, a.storm_timeout, str(path), prop, "sound"), o["value"], a.storm_timeout)
                 e = cell(run(STORM, a.storm_timeout, str(path), prop, "exact"), o["value"], a.storm_timeout) if n <= a.exact_max else "-"
-                print(f"| {n:,} | `{prop}` | {o['value']:.12g} | {o['seconds']:.3f} ({o['first']:.2f}) | {d} | {s} | {e} |", flush=True)
+                value = f"{o['value']:.12g}" + (f" ± {o['bound']:.1e}" if o["bound"] else "")
+                print(f"| {n:,} | `{prop}` | {value} | {o['seconds']:.3f} ({o['first']:.2f}) | {d} | {s} | {e} |", flush=True)
 
 
 if __name__ == "__main__":

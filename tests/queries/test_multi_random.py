@@ -22,7 +22,7 @@ from mopmc.engine.lp_product import occupation_polytope
 from mopmc.errors import InfiniteValueError
 from mopmc.properties.objectives import Objective
 from mopmc.queries.dispatch import make_oracle
-from mopmc.queries.multi import achievability, numerical, pareto
+from mopmc.queries.multi import DEFAULT_PRECISION, achievability, numerical, pareto
 
 SETTINGS = dict(max_examples=80, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
@@ -276,7 +276,10 @@ def test_infeasibility_certificates_hold_against_the_lp(case, k, kind):
     elif ours.status == "stalled":
         assert abs(margin) <= 1e-6 and ours.certificate is None
     else:
-        assert margin >= -1e-6
+        # met, or missed by less than the precision: such thresholds count as met (Storm's
+        # approximate semantics; a Pareto front relaxes them by the shortfall). Found by Hypothesis:
+        # r2 <= -1e-5 where r2 is 0 under every scheduler
+        assert margin >= -DEFAULT_PRECISION - 1e-9
 
 
 def test_a_threshold_at_the_best_value_still_explores_the_front():

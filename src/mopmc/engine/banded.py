@@ -42,6 +42,33 @@ CHEAP = 64  # band elimination below this many operations per transition and sta
 #: at 160,000 states.
 LU_GATE = 400_000_000
 
+#: SuperLU's seconds per factorisation of a block of ``n`` states and bandwidth ``b`` (in band order)
+#: on one core, about ``LU_FILL n b + LU_SEPARATOR b^3``: the factors' fill, and the dense elimination
+#: of the top separators, whose size is about ``b``. Fitted on two-dimensional grids (40,000-160,000
+#: states, b = 200-400: 0.12-0.95 s, the fill term) and three-dimensional ones (30,000 and 69,000
+#: states, b = 736 and 1,281: 2.1 and 13.8 s, the separator term), in SuperLU's default order.
+LU_FILL = 1.4e-8
+LU_SEPARATOR = 4.4e-9
+#: a block whose separator term dominates and whose factorisation is estimated above this many
+#: seconds is not factored but iterated (:class:`mopmc.engine.iterative.IterativeBlock`): on a
+#: three-dimensional grid of 132,651 states SuperLU's factors took 5 GB and over 300 s, the iteration
+#: 6.4 s (Storm 2.7-3.0 s). Two-dimensional grids (separators about the square root of ``n``) are
+#: never iterated so: their values mix too slowly for value iteration.
+LU_ITERATE = 1.0
+
+
+def lu_seconds(n: int, b: int) -> float:
+    """The estimated seconds of one SuperLU factorisation of a block (see :data:`LU_FILL`)."""
+    return LU_FILL * n * b + LU_SEPARATOR * float(b) ** 3
+
+
+def iterate_rather(n: int, b: int | None) -> bool:
+    """Whether a block of ``n`` states and bandwidth ``b`` (not cheaply banded) is better iterated
+    than factored: its separators dominate the factorisation, estimated above :data:`LU_ITERATE`."""
+    if b is None:
+        return False
+    return LU_SEPARATOR * float(b) ** 3 >= LU_FILL * n * b and lu_seconds(n, b) > LU_ITERATE
+
 
 def band_order(n: int, rows: np.ndarray, cols: np.ndarray, budget: int = BAND_BUDGET,
                flops: int = FLOP_BUDGET) -> tuple[np.ndarray, int] | None:

@@ -67,9 +67,14 @@ class IterativeBlock:
         # choices of the block's end components: the only ones that can be taken forever
         self.in_ec = maximal_end_components(self.local, self.internal).inside
         self.fallbacks = 0
+        # the last solve's objective values and expected steps: first guesses for the next one's
+        # chains (directions of one query differ little; any guess is sound, see chain_residual)
+        self._X: np.ndarray | None = None
+        self._t = np.zeros(n_b)
 
-    def solve(self, rho, rewards, V, X, start_policy, check_proper: bool, precision: float):
-        """Optimise the block in place (``V``, ``X``); return ``(choices, gap, errors)``."""
+    def solve(self, rho, rewards, V, X, start_policy, check_proper: bool, precision: float, w=None):
+        """Optimise the block in place (``V``, ``X``); return ``(choices, gap, errors)``. ``w``: the
+        direction's weights (``rho`` is the rewards weighted by them), for the first guesses only."""
         e = self.exact
         rho_b = rho[e.choices]
         if (self.in_ec & (rho_b > 0)).any():
@@ -78,14 +83,26 @@ class IterativeBlock:
         B = np.column_stack((b, rewards[e.choices] + e.A_out @ X)) if X.shape[1] else b[:, None]
         pol = e._to_local(start_policy)
         tau = max(float(precision), 1e-15)
-        got = self._optimise(b, pol, tau)
+        w = None if w is None else np.asarray(w, np.float64)
+        start = self._X @ w if self._X is not None and w is not None else None
+        got = self._optimise(b, pol, tau, start)
         if got is None:
             return self._exact(rho, rewards, V, X, start_policy, check_proper)
-        U, pol = got
-        lo, hi, _, ok = self._chain(pol, B, tau)
+        U, pol, L = got
+        guess = np.zeros((len(self.states), B.shape[1]))
+        guess[:, 0] = L
+        warm = True
+        if self._X is not None and self._X.shape[1] == B.shape[1] - 1:
+            guess[:, 1:] = self._X
+        elif B.shape[1] == 2 and w is not None and w[0] != 0.0:
+            guess[:, 1] = L / w[0]
+        else:
+            warm = B.shape[1] == 1
+        lo, hi, _, ok = self._chain(pol, B, tau, guess, warm)
         if not np.isfinite(lo).all():
             return self._exact(rho, rewards, V, X, start_policy, check_proper)
         mid = 0.5 * (lo + hi)
+        self._X = mid[:, 1:].copy()
         V[self.states] = mid[:, 0]
         X[self.states] = mid[:, 1:]
         errors = 0.5 * (hi - lo).max(axis=0)[1:]
@@ -93,17 +110,22 @@ class IterativeBlock:
         return e.choices[pol], gap, errors
 
     # ------------------------------------------------------------------ phases
-    def _chain(self, pol, B, tau):
+    def _chain(self, pol, B, tau, guess, warm):
+        """Certified values of the chain of ``pol`` to relative precision ``tau`` (``guess``: first
+        values, swept in place; the expected steps start from the last chain's)."""
         from mopmc.engine import iterative_kernels as ik
 
         rel = np.full(B.shape[1], tau)
-        return ik.chain_bounds(pol, self.ip, self.tg, self.pr, np.ascontiguousarray(B), rel, _MAX_CHAIN, 16)
+        return ik.chain_residual(pol, self.ip, self.tg, self.pr, np.ascontiguousarray(B), rel, _MAX_CHAIN, 4,
+                                 guess, self._t, warm)
 
-    def _optimise(self, b, pol, tau):
-        """Phases 1 and 2: the certified upper bound ``U`` and a proper near-optimal policy, or None."""
+    def _optimise(self, b, pol, tau, start=None):
+        """Phases 1 and 2: the certified upper bound ``U``, a proper near-optimal policy and the
+        lower bound ``L`` it was chosen from, or None. ``start``: a guess of ``pol``'s values."""
         from mopmc.engine import iterative_kernels as ik
 
-        lo0, hi0, _, _ = self._chain(pol, b[:, None], tau)
+        guess = np.zeros((len(self.states), 1)) if start is None else np.array(start, np.float64).reshape(-1, 1)
+        lo0, hi0, _, _ = self._chain(pol, b[:, None], tau, guess, start is not None)
         if not np.isfinite(lo0).all():
             return None
         L = lo0[:, 0].copy()
@@ -117,11 +139,15 @@ class IterativeBlock:
         for _ in range(_RETRIES):
             ik.lower_sweeps(self.rg, self.ip, self.tg, self.pr, b, L, _MAX_SWEEPS, tol)
             U = deflate(L + delta)
-            for _ in range(_VERIFY):
-                if ik.bellman(self.rg, self.ip, self.tg, self.pr, b, U, TU, arg):
+            fell = True
+            for i in range(_VERIFY):
+                # the certificate is Jacobi's T U <= U, checked where a Gauss-Seidel sweep (which
+                # lowers U faster) let no value rise
+                if fell and ik.bellman(self.rg, self.ip, self.tg, self.pr, b, U, TU, arg):
                     ik.bellman(self.rg, self.ip, self.tg, self.pr, b, L, TU, arg)
-                    return U, self._proper(b, L, arg, delta)
-                U = deflate(TU.copy())
+                    return U, self._proper(b, L, arg, delta), L
+                fell = ik.upper_sweep(self.rg, self.ip, self.tg, self.pr, b, U, i % 2 == 0)
+                U = deflate(U)
                 if (U < L).any():
                     break
             tol *= 0.1

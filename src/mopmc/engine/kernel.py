@@ -58,7 +58,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mopmc.engine.banded import BAND_BUDGET, grid_like
+from mopmc.engine.banded import BAND_BUDGET, grid_like, iterate_rather
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
@@ -244,6 +244,8 @@ class Engine:
     def _block(self, p: Problem, states: np.ndarray):
         small = self.method == "exact" or (self.method == "auto" and len(states) <= self.size_limit)
         block = CyclicBlock(p, states, self.matrix, band=self.band_budget, cheap=small)
+        if self.method == "auto" and block.banded is None and iterate_rather(len(states), block.bandwidth):
+            return IterativeBlock(p, states, self.matrix, exact=block)  # (a three-dimensional shape)
         if small or (self.method == "auto" and block.banded is not None):
             return block
         if self.method == "auto" and self.band_budget > 0 and grid_like(len(states), block.bandwidth):
@@ -424,7 +426,7 @@ class Engine:
                         "the weighted optimum is infinite: this direction rewards staying forever in an end component"
                     )
             elif isinstance(block, IterativeBlock):
-                chosen, g, e = block.solve(rho, p.rewards, V, X, start[states], check, tau)
+                chosen, g, e = block.solve(rho, p.rewards, V, X, start[states], check, tau, w)
                 choice[states] = chosen
                 gap, errors = gap + g, errors + e
             else:

@@ -39,6 +39,25 @@ rewards "r"
 endrewards
 """
 
+_CUBE = """mdp
+const int K = {k};
+module cube
+  x : [0..K] init 0;
+  y : [0..K] init 0;
+  z : [0..K] init 0;
+  [a] x<K | y<K | z<K -> 0.4:(x'=min(x+1,K)) + 0.15:(y'=min(y+1,K)) + 0.15:(z'=min(z+1,K)) + 0.3:(x'=max(x-1,0));
+  [b] x<K | y<K | z<K -> 0.35:(y'=min(y+1,K)) + 0.15:(x'=min(x+1,K)) + 0.2:(z'=min(z+1,K)) + 0.3:(y'=max(y-1,0));
+  [c] x<K | y<K | z<K -> 0.4:(z'=min(z+1,K)) + 0.2:(x'=min(x+1,K)) + 0.1:(y'=min(y+1,K)) + 0.3:(z'=max(z-1,0));
+  [] x=K & y=K & z=K -> true;
+endmodule
+label "goal" = x=K & y=K & z=K;
+rewards "r"
+  [a] true : 1;
+  [b] true : 3;
+  [c] true : 2;
+endrewards
+"""
+
 _RETRIES = """mdp
 const int N = {n};
 module m
@@ -98,6 +117,12 @@ def grid(k: int) -> str:
     return _GRID.format(k=k)
 
 
+def cube(k: int) -> str:
+    """A walk on the (k+1)^3 cube to its far corner under three actions, each drifting towards it
+    (one SCC of bandwidth about k^2: sparse LU's separators grow as k^2, its work as k^6)."""
+    return _CUBE.format(k=k)
+
+
 def retries(n: int) -> str:
     """n two-state retry loops in a row (n small SCCs, one after another)."""
     return _RETRIES.format(n=n)
@@ -115,4 +140,4 @@ def coin(k: int, processes: int = 4) -> str:
     return _COIN.format(processes=processes, k=k, others=others, finished=finished, ones=ones)
 
 
-FAMILIES = {"walk": walk, "grid": grid, "retries": retries, "coin": coin}
+FAMILIES = {"walk": walk, "grid": grid, "cube": cube, "retries": retries, "coin": coin}

@@ -1,0 +1,127 @@
+"""The certified pieces of the iterative method: Gauss-Seidel chains certified by their residual
+(any first guess), the Gauss-Seidel certificate ``T U <= U``, warm starts across the directions of
+one engine, and the rule that iterates three-dimensional blocks instead of factoring them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from mdp_reference import FAST, random_case, scheduler_values
+from mopmc.engine import iterative_kernels as ik
+from mopmc.engine.banded import LU_ITERATE, iterate_rather, lu_seconds
+from mopmc.engine.kernel import Engine
+from mopmc.errors import InfiniteValueError
+
+
+def _chain(rng, n, leave):
+    """A random substochastic chain on n states (CSR, one choice per state) that leaves with
+    probability ``leave`` from a third of its states (state 0 among them; every state may step
+    down, so it leaves almost surely); ``(ip, tg, pr, P dense)``."""
+    ip, tg, pr = [0], [], []
+    P = np.zeros((n, n))
+    for s in range(n):
+        k = int(rng.integers(1, 4))
+        t = np.union1d(rng.choice(n, size=min(k, n), replace=False), [max(s - 1, 0)])
+        p = rng.dirichlet(np.ones(len(t)))
+        if s % 3 == 0:
+            p = p * (1.0 - leave)
+        tg.extend(t.tolist())
+        pr.extend(p.tolist())
+        ip.append(len(tg))
+        P[s, t] += p
+    return np.array(ip, np.int64), np.array(tg, np.int64), np.array(pr), P
+
+
+@settings(max_examples=60, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), m=st.integers(1, 3),
+       leave=st.sampled_from([1.0, 0.3, 1e-3]), guess=st.sampled_from(["zero", "noise", "far"]))
+def test_chain_bounds_contain_the_exact_values_from_any_guess(seed, n, m, leave, guess):
+    rng = np.random.default_rng(seed)
+    ip, tg, pr, P = _chain(rng, n, leave)
+    B = rng.uniform(-1, 1, (n, m))
+    pol = np.arange(n, dtype=np.int64)
+    exact = np.linalg.solve(np.eye(n) - P, B)
+    x = {"zero": np.zeros((n, m)), "noise": exact + rng.normal(0, 1e-3, (n, m)),
+         "far": rng.uniform(-1e6, 1e6, (n, m))}[guess]
+    t = rng.uniform(0, 10, n)
+    rel = np.full(m, 1e-8)
+    lo, hi, sweeps, done = ik.chain_residual(pol, ip, tg, pr, B, rel, 1_000_000, 4, x, t, guess != "zero")
+    assert done
+    slack = 1e-12 * np.maximum(1.0, np.abs(exact))
+    assert np.all(lo <= exact + slack) and np.all(exact <= hi + slack)
+    assert np.all(hi - lo <= 2e-8 * np.abs(exact).max(axis=0) + 1e-300)
+
+
+def test_a_guess_that_is_already_the_solution_is_certified_without_a_sweep():
+    rng = np.random.default_rng(1)
+    ip, tg, pr, P = _chain(rng, 40, 0.3)
+    B = rng.uniform(0, 1, (40, 2))
+    x = np.linalg.solve(np.eye(40) - P, B)
+    t = np.linalg.solve(np.eye(40) - P, np.ones(40))
+    lo, hi, sweeps, done = ik.chain_residual(np.arange(40), ip, tg, pr, B, np.full(2, 1e-9), 100, 4, x.copy(), t, True)
+    assert done and sweeps == 0
+    assert np.all(lo <= x + 1e-12) and np.all(x <= hi + 1e-12)
+
+
+def test_a_chain_that_never_leaves_is_never_certified():
+    # 0 <-> 1, no way out: the expected steps have no supersolution
+    ip, tg, pr = np.array([0, 1, 2]), np.array([1, 0]), np.array([1.0, 1.0])
+    lo, hi, sweeps, done = ik.chain_residual(np.arange(2), ip, tg, pr, np.ones((2, 1)), np.full(1, 1e-6), 400, 4,
+                                             np.zeros((2, 1)), np.zeros(2), False)
+    assert not done and sweeps >= 400
+    assert np.all(np.isinf(lo)) and np.all(np.isinf(hi))
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), forward=st.booleans())
+def test_a_sweep_that_lowers_every_value_certifies_an_upper_bound(seed, n, forward):
+    """Where :func:`upper_sweep` says no value rose, Jacobi's ``T U <= U`` holds for the swept U."""
+    rng = np.random.default_rng(seed)
+    k = rng.integers(1, 3, n)
+    rg = np.concatenate(([0], np.cumsum(k))).astype(np.int64)
+    ip, tg, pr = [0], [], []
+    for _ in range(rg[-1]):
+        t = rng.choice(n, size=min(2, n), replace=False)
+        tg.extend(t.tolist())
+        pr.extend((rng.dirichlet(np.ones(len(t))) * 0.9).tolist())
+        ip.append(len(tg))
+    ip, tg, pr = np.array(ip, np.int64), np.array(tg, np.int64), np.array(pr)
+    b = rng.uniform(0, 1, rg[-1])
+    U = np.full(n, 20.0) + rng.uniform(0, 5, n)  # above the optimum (at most 10): sweeps fall
+    TU, arg = np.empty(n), np.empty(n, np.int64)
+    seen = 0
+    for i in range(200):
+        if ik.upper_sweep(rg, ip, tg, pr, b, U, forward):
+            seen += 1
+            assert ik.bellman(rg, ip, tg, pr, b, U + 1e-12 * np.abs(U), TU, arg)
+    assert seen > 0
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_warm_starts_across_directions_stay_sound(seed):
+    """One engine, many directions: each result within its bound of its scheduler's exact values,
+    and the weighted optimum within the bound of the exact engine's."""
+    model, objs, _ = random_case(seed, 120, 3, True, False)
+    exact = Engine(model, objs, method="exact")
+    try:
+        exact.optimise([1.0, 1.0, 1.0])
+    except InfiniteValueError:
+        pytest.skip("an infinite case")
+    it = Engine(model, objs, method="iterative")
+    rng = np.random.default_rng(seed)
+    for w in [np.ones(3), *rng.uniform(0, 1, (5, 3)), np.array([1.0, 0.0, 0.0])]:
+        res, ref = it.optimise(w), exact.optimise(w)
+        assert np.all(np.abs(res.values - scheduler_values(model, objs, res)) <= res.error_bound + 1e-9 * np.maximum(1.0, np.abs(res.values)))
+        assert ref.weighted <= res.weighted + res.error_bound * np.abs(w).sum() + 1e-9 * max(1.0, abs(ref.weighted))
+
+
+def test_three_dimensional_blocks_are_iterated_two_dimensional_ones_factored():
+    for k in (200, 300, 400, 700):  # (k+1)^2 grids: bandwidth about k
+        assert not iterate_rather(k * k, k)
+    assert iterate_rather(29_790, 736)  # the 31^3 cube: SuperLU 2.1 s, the iteration 0.8 s
+    assert lu_seconds(29_790, 736) > LU_ITERATE
+    assert not iterate_rather(10**3, 100)  # a small cube: cheap to factor
+    assert not iterate_rather(10**6, None)
