@@ -125,3 +125,45 @@ def test_three_dimensional_blocks_are_iterated_two_dimensional_ones_factored():
     assert lu_seconds(29_790, 736) > LU_ITERATE
     assert not iterate_rather(10**3, 100)  # a small cube: cheap to factor
     assert not iterate_rather(10**6, None)
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), leave=st.sampled_from([1.0, 0.3, 1e-3]))
+def test_bicgstab_solves_proper_chains(seed, n, leave):
+    rng = np.random.default_rng(seed)
+    ip, tg, pr, P = _chain(rng, n, leave)
+    rhs = rng.uniform(-1, 1, n)
+    exact = np.linalg.solve(np.eye(n) - P, rhs)
+    x = np.zeros(n)
+    if ik.chain_bicgstab(np.arange(n), ip, tg, pr, rhs, x, 1e-12, 10_000):
+        residual = rhs - (x - P @ x)
+        assert np.abs(residual).max() <= 1e-9 * max(1.0, np.abs(rhs).max())
+        np.testing.assert_allclose(x, exact, rtol=1e-6, atol=1e-6 * np.abs(exact).max())
+
+
+def test_bicgstab_refuses_a_chain_that_never_leaves():
+    ip, tg, pr = np.array([0, 1, 2]), np.array([1, 0]), np.array([1.0, 1.0])
+    x = np.zeros(2)
+    assert not ik.chain_bicgstab(np.arange(2), ip, tg, pr, np.ones(2), x, 1e-10, 1000)
+    ip, tg, pr = np.array([0, 1]), np.array([0]), np.array([1.0])  # a self-loop: no diagonal left
+    assert not ik.chain_bicgstab(np.arange(1), ip, tg, pr, np.ones(1), np.zeros(1), 1e-10, 1000)
+
+
+@settings(max_examples=40, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 120), m=st.integers(1, 3), signed=st.booleans())
+def test_krylov_guesses_and_policy_rounds_stay_sound(seed, n, m, signed):
+    """The large-block path (BiCGSTAB first guesses, rounds of policy iteration raising the start)
+    forced on small random MDPs: bounds as sound as the plain iteration's."""
+    import mopmc.engine.iterative as itm
+
+    model, objs, w = random_case(seed, n, m, True, signed)
+    try:
+        exact = Engine(model, objs, method="exact").optimise(w)
+    except InfiniteValueError:
+        return
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(itm, "KRYLOV_STATES", 1)
+        res = Engine(model, objs, method="iterative").optimise(w)
+    assert np.all(np.abs(res.values - scheduler_values(model, objs, res)) <= res.error_bound + 1e-9 * np.maximum(1.0, np.abs(res.values)))
+    assert exact.weighted <= res.weighted + res.error_bound * np.abs(w).sum() + 1e-9 * max(1.0, abs(exact.weighted))
+    assert abs(exact.weighted - res.weighted) <= 1e-6 * max(1.0, np.abs(exact.values).max()) * (1 + np.abs(w).sum())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from mopmc.engine.numba_kernels import _lazy
+from mopmc.engine.numba_kernels import _lazy, jit
 
 
 @_lazy
@@ -276,3 +276,123 @@ def chain_residual(pol, ip, tg, pr, B, rel, max_sweeps, check_every, x, t, warm)
                 lower[s, j] = -np.inf
                 upper[s, j] = np.inf
     return lower, upper, sweeps, done
+
+
+def _sgs(pol, ip, tg, pr, d, r, z):
+    """``z = M^-1 r`` for the symmetric Gauss-Seidel splitting ``M = (D - L) D^-1 (D - U)`` of
+    ``I - P`` (``d``: its diagonal): a forward then a backward triangular sweep."""
+    n = pol.shape[0]
+    for s in range(n):
+        c = pol[s]
+        q = r[s]
+        for k in range(ip[c], ip[c + 1]):
+            if tg[k] < s:
+                q += pr[k] * z[tg[k]]
+        z[s] = q / d[s]
+    for s in range(n - 1, -1, -1):
+        c = pol[s]
+        q = 0.0
+        for k in range(ip[c], ip[c + 1]):
+            if tg[k] > s:
+                q += pr[k] * z[tg[k]]
+        z[s] += q / d[s]
+
+
+_sgs = jit(_sgs)  # (called from the compiled chain_bicgstab)
+
+
+@_lazy
+def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
+    """BiCGSTAB (van der Vorst 1992) on ``(I - P) x = rhs`` for the chain of the choices ``pol``,
+    from ``x`` (updated in place), right-preconditioned by symmetric Gauss-Seidel (a forward and a
+    backward triangular sweep of ``I - P``); True when the recurrence's residual fell to
+    ``rtol |rhs|``. Only a first guess for :func:`chain_residual`, which certifies whatever it is:
+    no exactness rests on it (a breakdown or an improper chain returns False)."""
+    n = pol.shape[0]
+    d = np.ones(n)
+    for s in range(n):
+        c = pol[s]
+        for k in range(ip[c], ip[c + 1]):
+            if tg[k] == s:
+                d[s] -= pr[k]
+        if d[s] <= 0.0:
+            return False  # a state that never leaves: no proper chain
+    r = np.empty(n)
+    for s in range(n):
+        c = pol[s]
+        q = x[s]
+        for k in range(ip[c], ip[c + 1]):
+            q -= pr[k] * x[tg[k]]
+        r[s] = rhs[s] - q
+    bnorm = 0.0
+    for s in range(n):
+        bnorm += rhs[s] * rhs[s]
+    bnorm = np.sqrt(bnorm)
+    if bnorm == 0.0:
+        bnorm = 1.0
+    rhat = r.copy()
+    p = np.zeros(n)
+    ph = np.zeros(n)
+    v = np.zeros(n)
+    sv = np.empty(n)
+    sh = np.empty(n)
+    tv = np.empty(n)
+    rho_old = 1.0
+    alpha = 1.0
+    omega = 1.0
+    for it in range(max_iter):
+        rho = 0.0
+        for s in range(n):
+            rho += rhat[s] * r[s]
+        if rho == 0.0 or not np.isfinite(rho):
+            return False
+        beta = (rho / rho_old) * (alpha / omega)
+        for s in range(n):
+            p[s] = r[s] + beta * (p[s] - omega * v[s])
+        _sgs(pol, ip, tg, pr, d, p, ph)
+        den = 0.0
+        for s in range(n):
+            c = pol[s]
+            q = ph[s]
+            for k in range(ip[c], ip[c + 1]):
+                q -= pr[k] * ph[tg[k]]
+            v[s] = q
+            den += rhat[s] * q
+        if den == 0.0:
+            return False
+        alpha = rho / den
+        snorm = 0.0
+        for s in range(n):
+            sv[s] = r[s] - alpha * v[s]
+            snorm += sv[s] * sv[s]
+        if np.sqrt(snorm) <= rtol * bnorm:
+            for s in range(n):
+                x[s] += alpha * ph[s]
+            return True
+        _sgs(pol, ip, tg, pr, d, sv, sh)
+        tt = 0.0
+        ts = 0.0
+        for s in range(n):
+            c = pol[s]
+            q = sh[s]
+            for k in range(ip[c], ip[c + 1]):
+                q -= pr[k] * sh[tg[k]]
+            tv[s] = q
+            tt += q * q
+            ts += q * sv[s]
+        if tt == 0.0:
+            return False
+        omega = ts / tt
+        rnorm = 0.0
+        for s in range(n):
+            x[s] += alpha * ph[s] + omega * sh[s]
+            r[s] = sv[s] - omega * tv[s]
+            rnorm += r[s] * r[s]
+        if not np.isfinite(rnorm):
+            return False
+        if np.sqrt(rnorm) <= rtol * bnorm:
+            return True
+        if omega == 0.0:
+            return False
+        rho_old = rho
+    return False
