@@ -167,3 +167,36 @@ def test_krylov_guesses_and_policy_rounds_stay_sound(seed, n, m, signed):
     assert np.all(np.abs(res.values - scheduler_values(model, objs, res)) <= res.error_bound + 1e-9 * np.maximum(1.0, np.abs(res.values)))
     assert exact.weighted <= res.weighted + res.error_bound * np.abs(w).sum() + 1e-9 * max(1.0, abs(exact.weighted))
     assert abs(exact.weighted - res.weighted) <= 1e-6 * max(1.0, np.abs(exact.values).max()) * (1 + np.abs(w).sum())
+
+
+def _cube_model(k):
+    from mopmc.examples.scalable import cube
+    from mopmc.io.load import load
+
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "cube.prism"
+        path.write_text(cube(k))
+        loaded = load(path, properties='R{"r"}max=? [F "goal"]')
+        return loaded.model, loaded.properties()[0]
+
+
+def test_a_cube_is_iterated_and_a_spent_budget_leaves_it_to_the_exact_solver(monkeypatch):
+    """With the gate lowered a small cube takes the iterative path (values within their bound of
+    the exact ones); with a budget of 3 sweeps it is factored after all, exactly, and stays so."""
+    import mopmc.engine.banded as banded
+    import mopmc.engine.kernel as kernel
+    from mopmc.queries.single import check
+
+    model, prop = _cube_model(6)
+    exact = check(model, prop, method="exact")
+    monkeypatch.setattr(banded, "LU_ITERATE", 0.0)
+    iterated = check(model, prop)
+    assert iterated.error_bound > 0.0
+    assert abs(iterated.value - exact.value) <= iterated.error_bound + 1e-9 * exact.value
+    monkeypatch.setattr(kernel, "iteration_budget", lambda n, b, t: 3)
+    spent = check(model, prop)
+    assert spent.error_bound == 0.0
+    assert spent.value == pytest.approx(exact.value, rel=1e-12)

@@ -50,16 +50,29 @@ LU_GATE = 400_000_000
 LU_FILL = 1.4e-8
 LU_SEPARATOR = 4.4e-9
 #: a block whose separator term dominates and whose factorisation is estimated above this many
-#: seconds is not factored but iterated (:class:`mopmc.engine.iterative.IterativeBlock`): on a
+#: seconds is not factored but iterated (within a budget of sweeps, :func:`iteration_budget`) (:class:`mopmc.engine.iterative.IterativeBlock`): on a
 #: three-dimensional grid of 132,651 states SuperLU's factors took 5 GB and over 300 s, the iteration
-#: 6.4 s (Storm 2.7-3.0 s). Two-dimensional grids (separators about the square root of ``n``) are
-#: never iterated so: their values mix too slowly for value iteration.
-LU_ITERATE = 1.0
+#: 3.8 s (Storm 2.7-3.0 s); at 9,261 states 0.14 s against 1.1 s. Two-dimensional grids (separators
+#: about the square root of ``n``) are never iterated so: their values mix too slowly (160,000
+#: states: 23-54 s iterated, 2-3 s factored).
+LU_ITERATE = 0.1
+ITERATION_ROUNDS = 4  # (policy iteration factors 3 or 4 times a direction)
+SWEEP_SECONDS = 1.5e-9
+MIN_SWEEPS = 2_000
 
 
 def lu_seconds(n: int, b: int) -> float:
     """The estimated seconds of one SuperLU factorisation of a block (see :data:`LU_FILL`)."""
     return LU_FILL * n * b + LU_SEPARATOR * float(b) ** 3
+
+
+def iteration_budget(n: int, b: int, transitions: int) -> int:
+    """Sweeps per phase of the iterative method on a block :func:`iterate_rather` chose, about the
+    time of :data:`ITERATION_ROUNDS` factorisations at :data:`SWEEP_SECONDS` per transition (at
+    least :data:`MIN_SWEEPS`): a block that mixes too slowly for iterating is then factored, at
+    most about twice the time factoring it at once would have taken."""
+    sweep = SWEEP_SECONDS * max(transitions + n, 1)
+    return max(MIN_SWEEPS, int(ITERATION_ROUNDS * lu_seconds(n, b) / sweep))
 
 
 def iterate_rather(n: int, b: int | None) -> bool:

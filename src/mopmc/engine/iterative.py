@@ -54,9 +54,12 @@ IMPROVE_SWEEPS = 32
 class IterativeBlock:
     """A block of cyclic SCCs solved by the sound iterative method (see the module docstring)."""
 
-    def __init__(self, p: Problem, states: np.ndarray, matrix, exact: CyclicBlock | None = None):
+    def __init__(self, p: Problem, states: np.ndarray, matrix, exact: CyclicBlock | None = None,
+                 budget: int | None = None):
         """``exact``: the block for policy iteration when iterating fails (built here unless given;
-        in band elimination when the block is banded: exact however ill-conditioned)."""
+        in band elimination when the block is banded: exact however ill-conditioned). ``budget``:
+        the most sweeps of any one phase before the block is left to ``exact`` for good (for blocks
+        iterated because factoring them looked dear: a slowly mixing one is factored after all)."""
         from mopmc.engine import numba_kernels as nk
 
         self.exact = e = exact if exact is not None else CyclicBlock(p, states, matrix, band=BAND_BUDGET)
@@ -78,13 +81,17 @@ class IterativeBlock:
         # chains (directions of one query differ little; any guess is sound, see chain_residual)
         self._X: np.ndarray | None = None
         self._t = np.zeros(n_b)
+        self.budget = budget
+        self._sweeps = _MAX_SWEEPS if budget is None else int(budget)
+        self._verify = _VERIFY if budget is None else int(budget)
+        self._max_chain = _MAX_CHAIN if budget is None else int(budget)
 
     def solve(self, rho, rewards, V, X, start_policy, check_proper: bool, precision: float, w=None):
         """Optimise the block in place (``V``, ``X``); return ``(choices, gap, errors)``. ``w``: the
         direction's weights (``rho`` is the rewards weighted by them), for the first guesses only."""
         e = self.exact
         rho_b = rho[e.choices]
-        if (self.in_ec & (rho_b > 0)).any():
+        if (self.budget is not None and self.fallbacks) or (self.in_ec & (rho_b > 0)).any():
             return self._exact(rho, rewards, V, X, start_policy, check_proper)
         b = rho_b + e.A_out @ V
         B = np.column_stack((b, rewards[e.choices] + e.A_out @ X)) if X.shape[1] else b[:, None]
@@ -106,7 +113,7 @@ class IterativeBlock:
         else:
             warm = B.shape[1] == 1
         lo, hi, _, ok = self._chain(pol, B, tau, guess, warm)
-        if not np.isfinite(lo).all():
+        if not np.isfinite(lo).all() or (self.budget is not None and not ok):
             return self._exact(rho, rewards, V, X, start_policy, check_proper)
         mid = 0.5 * (lo + hi)
         self._X = mid[:, 1:].copy()
@@ -117,13 +124,14 @@ class IterativeBlock:
         return e.choices[pol], gap, errors
 
     # ------------------------------------------------------------------ phases
-    def _chain(self, pol, B, tau, guess, warm, max_sweeps=_MAX_CHAIN, steps=True):
+    def _chain(self, pol, B, tau, guess, warm, max_sweeps=None, steps=True):
         """Certified values of the chain of ``pol`` to relative precision ``tau`` (``guess``: first
         values, swept in place; the expected steps start from the last chain's, solved afresh
         with ``steps`` where the chain is cold and large)."""
         from mopmc.engine import iterative_kernels as ik
 
         rel = np.full(B.shape[1], tau)
+        max_sweeps = self._max_chain if max_sweeps is None else max_sweeps
         if not warm and len(self.states) >= KRYLOV_STATES:
             warm = self._krylov(pol, B, guess, steps)
         return ik.chain_residual(pol, self.ip, self.tg, self.pr, np.ascontiguousarray(B), rel, max_sweeps, 4,
@@ -196,10 +204,12 @@ class IterativeBlock:
         delta = 0.5 * tau * scale
         tol = 0.1 * delta
         for _ in range(_RETRIES):
-            ik.lower_sweeps(self.rg, self.ip, self.tg, self.pr, b, L, _MAX_SWEEPS, tol)
+            if ik.lower_sweeps(self.rg, self.ip, self.tg, self.pr, b, L, self._sweeps, tol) >= self._sweeps:
+                if self.budget is not None:
+                    return None
             U = deflate(L + delta)
             fell = True
-            for i in range(_VERIFY):
+            for i in range(self._verify):
                 # the certificate is Jacobi's T U <= U, checked where a Gauss-Seidel sweep (which
                 # lowers U faster) let no value rise
                 if fell and ik.bellman(self.rg, self.ip, self.tg, self.pr, b, U, TU, arg):

@@ -58,7 +58,7 @@ from typing import Sequence
 
 import numpy as np
 
-from mopmc.engine.banded import BAND_BUDGET, grid_like, iterate_rather
+from mopmc.engine.banded import BAND_BUDGET, grid_like, iterate_rather, iteration_budget
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
@@ -245,7 +245,9 @@ class Engine:
         small = self.method == "exact" or (self.method == "auto" and len(states) <= self.size_limit)
         block = CyclicBlock(p, states, self.matrix, band=self.band_budget, cheap=small)
         if self.method == "auto" and block.banded is None and iterate_rather(len(states), block.bandwidth):
-            return IterativeBlock(p, states, self.matrix, exact=block)  # (a three-dimensional shape)
+            # (a three-dimensional shape) within about the sweeps of factoring it a few times
+            budget = iteration_budget(len(states), block.bandwidth, block.A_in.nnz)
+            return IterativeBlock(p, states, self.matrix, exact=block, budget=budget)
         if small or (self.method == "auto" and block.banded is not None):
             return block
         if self.method == "auto" and self.band_budget > 0 and grid_like(len(states), block.bandwidth):
