@@ -1,20 +1,28 @@
-"""The sound iterative method for a block of cyclic SCCs too large to factor.
+"""The sound iterative method for cyclic blocks too large, or too dear, to factor.
 
 The block's successors outside it are solved already; ``b[c] = rho[c] + sum_{t outside} P(c, t) V(t)``
 is what choice ``c`` collects on its step. Three phases, all compiled
 (:mod:`mopmc.engine.iterative_kernels`):
 
 1. **Optimistic value iteration** (Hartmanns & Kaminski 2020) on the weighted values: a lower bound
-   ``L`` by Gauss-Seidel ``L <- max(L, T L)`` from the sound lower bound of the start policy; a guess
-   ``U = L + delta``, iterated with ``T`` until ``T U <= U``. Any such ``U`` bounds the value of
-   every proper policy from above (``V_sigma = lim T_sigma^k U <= U``), so it certifies the optimum
-   without any assumption on end components. End components of the block whose choices have weighted
-   reward exactly 0 (direction-dependent; all-zero ones were collapsed before) would stall the upper
-   iterates: ``U`` is *deflated* there to its maximum over the component (Kelmendi et al. 2018).
+   ``L`` from the start policy's certified values, raised by a few rounds of policy iteration on
+   large blocks (the greedy policy of ``L``, its chain solved and certified, ``L <- max(L, lower)``),
+   then by Gauss-Seidel ``L <- max(L, T L)`` until the changes still to come, extrapolated from their
+   rate, are small; a guess ``U = L + delta``, lowered by Gauss-Seidel sweeps of ``T`` until
+   ``T U <= U``. Any such ``U`` bounds the value of every proper policy from above
+   (``V_sigma = lim T_sigma^k U <= U``), so it certifies the optimum without any assumption on end
+   components. End components of the block whose choices have weighted reward exactly 0
+   (direction-dependent; all-zero ones were collapsed before) would stall the upper iterates: ``U``
+   is *deflated* there to its maximum over the component (Kelmendi et al. 2018).
 2. **The scheduler**: greedy in ``L``; states left without a path out of the block under it get a
    near-optimal choice towards the states that have one (an attractor), so the policy is proper.
-3. **Its m + 1 values** (weighted, then each objective) by sound value iteration on the induced chain
-   (Quatmann & Katoen 2018), m + 1 right-hand sides at once, with certified lower and upper bounds.
+3. **Its m + 1 values** (weighted, then each objective) on the induced chain, m + 1 right-hand sides
+   at once: Gauss-Seidel from first guesses, certified by the residual ``r`` and a supersolution
+   ``t/g`` of the expected steps before leaving (``|v - x| <= max|r| t/g``; Kelmendi et al. and
+   Quatmann & Katoen bound the same quantity by iterating). The guesses: the previous direction's
+   values (one query's directions differ little), else, on large blocks, BiCGSTAB's solution
+   (symmetric Gauss-Seidel preconditioned), which needs far fewer matrix products than sweeps
+   where the chain mixes slowly. No guess is trusted: each is certified or swept until it is.
 
 What is bounded (returned by :meth:`IterativeBlock.solve`): ``errors[i]`` bounds
 ``|X[s, i] - x_sigma(s, i)|`` for every block state ``s``, where ``x_sigma`` is the exact value of
@@ -26,7 +34,9 @@ hold up to floating-point rounding.
 
 A weighted reward ``> 0`` on a choice of an end component of the block (only possible with weights
 that reward what an objective penalises) could close a cycle of positive mean reward: such blocks, and
-blocks on which the iterations exhaust their budget, are solved by exact policy iteration instead.
+blocks on which the iterations exhaust their budget (a block iterated only because factoring it looked
+dear has a budget of about a few factorisations, :func:`mopmc.engine.banded.iteration_budget`, and
+is then factored for good), are solved by exact policy iteration instead.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ from scipy.sparse import csc_matrix, csr_matrix, identity
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import block_solver, grid_like, iterate_rather
+from mopmc.engine.banded import TORCH_LU_ITERATE, block_solver, grid_like, iterate_rather
 from mopmc.engine.policy_iteration import LOOKAHEAD
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
@@ -90,8 +90,8 @@ class DeviceBlock:
             P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
             out = np.bincount(rows[~inside], weights=probs[~inside], minlength=self.nc)
             self.banded, width = block_solver(P_in, owner, out, problem.exits[c0:c1], engine.band_budget, self.sparse)
-            if self.banded is None and iterate_rather(self.n, width):
-                self.sparse = False  # three-dimensional: iterated, as the CPU engine (banded.LU_ITERATE)
+            if self.banded is None and iterate_rather(self.n, width, TORCH_LU_ITERATE):
+                self.sparse = False  # three-dimensional and dear to factor: iterated (banded.TORCH_LU_ITERATE)
             elif self.banded is None and not self.sparse and grid_like(self.n, width):
                 self.sparse = True  # SuperLU on the host (see mopmc.engine.banded.LU_GATE)
         if self.sparse:
