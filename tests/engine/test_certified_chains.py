@@ -124,6 +124,8 @@ def test_three_dimensional_blocks_are_iterated_two_dimensional_ones_factored():
     assert iterate_rather(29_790, 736)  # the 31^3 cube: SuperLU 2.1 s, the iteration 0.8 s
     assert lu_seconds(29_790, 736) > LU_ITERATE
     assert not iterate_rather(10**3, 100)  # a small cube: cheap to factor
+    assert iterate_rather(9_260, 341)  # the 21^3 cube: 0.09 s iterated, 1.1 s factored
+    assert not iterate_rather(16_494, 231)  # a shared-coin block (K = 8): mixes too slowly to iterate
     assert not iterate_rather(10**6, None)
 
 
@@ -193,6 +195,7 @@ def test_a_cube_is_iterated_and_a_spent_budget_leaves_it_to_the_exact_solver(mon
     model, prop = _cube_model(6)
     exact = check(model, prop, method="exact")
     monkeypatch.setattr(banded, "LU_ITERATE", 0.0)
+    monkeypatch.setattr(banded, "SEPARATOR_SHARE", 0.0)
     iterated = check(model, prop)
     assert iterated.error_bound > 0.0
     assert abs(iterated.value - exact.value) <= iterated.error_bound + 1e-9 * exact.value

@@ -56,6 +56,9 @@ LU_SEPARATOR = 4.4e-9
 #: about the square root of ``n``) are never iterated so: their values mix too slowly (160,000
 #: states: 23-54 s iterated, 2-3 s factored).
 LU_ITERATE = 0.1
+#: how many times the fill term the separator term must be (cubes: 3.7-30; the shared-coin
+#: protocol's blocks, which mix too slowly to iterate: at most 1.0)
+SEPARATOR_SHARE = 2.0
 TORCH_LU_ITERATE = 10.0
 ITERATION_ROUNDS = 4  # (policy iteration factors 3 or 4 times a direction)
 SWEEP_SECONDS = 1.5e-9
@@ -78,12 +81,13 @@ def iteration_budget(n: int, b: int, transitions: int) -> int:
 
 def iterate_rather(n: int, b: int | None, limit: float | None = None) -> bool:
     """Whether a block of ``n`` states and bandwidth ``b`` (not cheaply banded) is better iterated
-    than factored: its separators dominate the factorisation, estimated above ``limit`` seconds
+    than factored: its separators dominate the factorisation (:data:`SEPARATOR_SHARE`), estimated
+    above ``limit`` seconds
     (:data:`LU_ITERATE`; the torch engine, whose iteration is plainer, :data:`TORCH_LU_ITERATE`)."""
     if b is None:
         return False
     limit = LU_ITERATE if limit is None else limit
-    return LU_SEPARATOR * float(b) ** 3 >= LU_FILL * n * b and lu_seconds(n, b) > limit
+    return LU_SEPARATOR * float(b) ** 3 >= SEPARATOR_SHARE * LU_FILL * n * b and lu_seconds(n, b) > limit
 
 
 def band_order(n: int, rows: np.ndarray, cols: np.ndarray, budget: int = BAND_BUDGET,

@@ -162,7 +162,7 @@ class IterativeBlock:
             if not rhs.any():
                 continue
             x = np.zeros(n)
-            if not ik.chain_bicgstab(pol, self.ip, self.tg, self.pr, rhs, x, KRYLOV_RTOL, KRYLOV_ITER):
+            if not ik.chain_bicgstab(pol, self.ip, self.tg, self.pr, rhs, x, KRYLOV_RTOL, min(KRYLOV_ITER, self._max_chain)):
                 every = False
             elif j < 0:
                 self._t[:] = x
