@@ -38,7 +38,7 @@ def _chain(rng, n, leave):
 @settings(max_examples=60, **FAST)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 60), m=st.integers(1, 3),
        leave=st.sampled_from([1.0, 0.3, 1e-3]), guess=st.sampled_from(["zero", "noise", "far"]))
-def test_chain_bounds_contain_the_exact_values_from_any_guess(seed, n, m, leave, guess):
+def test_chain_residual_bounds_contain_the_exact_values_from_any_guess(seed, n, m, leave, guess):
     rng = np.random.default_rng(seed)
     ip, tg, pr, P = _chain(rng, n, leave)
     B = rng.uniform(-1, 1, (n, m))

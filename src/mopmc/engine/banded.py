@@ -50,14 +50,15 @@ LU_GATE = 400_000_000
 LU_FILL = 1.4e-8
 LU_SEPARATOR = 4.4e-9
 #: a block whose separator term dominates and whose factorisation is estimated above this many
-#: seconds is not factored but iterated (within a budget of sweeps, :func:`iteration_budget`) (:class:`mopmc.engine.iterative.IterativeBlock`): on a
-#: three-dimensional grid of 132,651 states SuperLU's factors took 5 GB and over 300 s, the iteration
-#: 3.8 s (Storm 2.7-3.0 s); at 9,261 states 0.14 s against 1.1 s. Two-dimensional grids (separators
-#: about the square root of ``n``) are never iterated so: their values mix too slowly (160,000
-#: states: 23-54 s iterated, 2-3 s factored).
+#: seconds is not factored but iterated (:class:`mopmc.engine.iterative.IterativeBlock`, within a
+#: budget of sweeps, :func:`iteration_budget`): on a three-dimensional grid of 132,651 states
+#: SuperLU's factors took 5 GB and over 300 s, the iteration 3.9 s (Storm's sound engine 2.7 s); at
+#: 9,261 states 0.09 s against 1.1 s. Two-dimensional grids (separators about the square root of
+#: ``n``) are never iterated so: their values mix too slowly (160,000 states: 23-54 s iterated, 2-3 s
+#: factored).
 LU_ITERATE = 0.1
-#: how many times the fill term the separator term must be (cubes: 3.7-30; the shared-coin
-#: protocol's blocks, which mix too slowly to iterate: at most 1.0)
+#: how many times the fill term the separator term must be (cubes of 21^3 to 51^3 states: 3.9-9.5;
+#: the shared-coin protocol's block at K = 8, which mixes too slowly to iterate: 1.0)
 SEPARATOR_SHARE = 2.0
 TORCH_LU_ITERATE = 10.0
 ITERATION_ROUNDS = 4  # (policy iteration factors 3 or 4 times a direction)

@@ -13,6 +13,23 @@ import numpy as np
 from mopmc.engine.numba_kernels import _lazy, jit
 
 
+def _backup(rg, ip, tg, pr, b, V, s):
+    """``(max_c b[c] + sum p V(t), its first maximising choice)`` over the choices of state ``s``."""
+    best = -np.inf
+    bc = -1
+    for c in range(rg[s], rg[s + 1]):
+        q = b[c]
+        for k in range(ip[c], ip[c + 1]):
+            q += pr[k] * V[tg[k]]
+        if q > best:
+            best = q
+            bc = c
+    return best, bc
+
+
+_backup = jit(_backup)  # (called from the compiled sweeps below)
+
+
 @_lazy
 def lower_sweeps(rg, ip, tg, pr, b, L, max_sweeps, tol):
     """Gauss-Seidel ``L(s) <- max(L(s), max_c b[c] + sum p L(t))``, forwards and backwards in turn,
@@ -30,13 +47,7 @@ def lower_sweeps(rg, ip, tg, pr, b, L, max_sweeps, tol):
         change = 0.0
         for i in range(n):
             s = i if sweeps % 2 == 1 else n - 1 - i
-            best = L[s]
-            for c in range(rg[s], rg[s + 1]):
-                q = b[c]
-                for k in range(ip[c], ip[c + 1]):
-                    q += pr[k] * L[tg[k]]
-                if q > best:
-                    best = q
+            best = max(L[s], _backup(rg, ip, tg, pr, b, L, s)[0])
             d = best - L[s]
             if d > change:
                 change = d
@@ -58,15 +69,7 @@ def bellman(rg, ip, tg, pr, b, U, TU, arg):
     n = rg.shape[0] - 1
     below = True
     for s in range(n):
-        best = -np.inf
-        bc = -1
-        for c in range(rg[s], rg[s + 1]):
-            q = b[c]
-            for k in range(ip[c], ip[c + 1]):
-                q += pr[k] * U[tg[k]]
-            if q > best:
-                best = q
-                bc = c
+        best, bc = _backup(rg, ip, tg, pr, b, U, s)
         TU[s] = best
         arg[s] = bc
         if best > U[s]:
@@ -83,13 +86,7 @@ def upper_sweep(rg, ip, tg, pr, b, U, forward):
     fell = True
     for i in range(n):
         s = i if forward else n - 1 - i
-        best = -np.inf
-        for c in range(rg[s], rg[s + 1]):
-            q = b[c]
-            for k in range(ip[c], ip[c + 1]):
-                q += pr[k] * U[tg[k]]
-            if q > best:
-                best = q
+        best = _backup(rg, ip, tg, pr, b, U, s)[0]
         if best > U[s]:
             fell = False
         U[s] = best
@@ -97,88 +94,9 @@ def upper_sweep(rg, ip, tg, pr, b, U, forward):
 
 
 @_lazy
-def chain_bounds(pol, ip, tg, pr, B, rel, max_iter, check_every):
-    """Sound value iteration (Quatmann & Katoen 2018) on the chain of the choices ``pol``.
-
-    With ``x_k = sum_{i<k} P^i B`` and ``y_k = P^k 1`` (the probability of still being in the block
-    after k steps), every value ``v = sum_i P^i B`` satisfies, once ``max y_k < 1``,
-    ``x_k + y_k * lo <= v <= x_k + y_k * hi`` with ``lo = min_s x_k / (1 - y_k)`` and
-    ``hi = max_s x_k / (1 - y_k)`` (per column). Iterates until the half-width of every column is at
-    most ``rel[j] * max(|lo_j|, |hi_j|)``. Returns ``(lower, upper, iterations, converged)``;
-    when ``max y`` never drops below 1, the bounds are ``-inf``/``inf``.
-    """
-    n = pol.shape[0]
-    m = B.shape[1]
-    x = np.zeros((n, m))
-    x2 = np.zeros((n, m))
-    y = np.ones(n)
-    y2 = np.ones(n)
-    lo = np.full(m, -np.inf)
-    hi = np.full(m, np.inf)
-    it = 0
-    done = False
-    while it < max_iter and not done:
-        it += 1
-        for s in range(n):
-            c = pol[s]
-            ys = 0.0
-            for j in range(m):
-                x2[s, j] = B[c, j]
-            for k in range(ip[c], ip[c + 1]):
-                t = tg[k]
-                pk = pr[k]
-                ys += pk * y[t]
-                for j in range(m):
-                    x2[s, j] += pk * x[t, j]
-            y2[s] = ys
-        x, x2 = x2, x
-        y, y2 = y2, y
-        if it % check_every == 0 or it == max_iter:
-            ymax = 0.0
-            for s in range(n):
-                if y[s] > ymax:
-                    ymax = y[s]
-            if ymax >= 1.0:
-                for j in range(m):
-                    lo[j] = -np.inf
-                    hi[j] = np.inf
-                continue
-            done = True
-            for j in range(m):
-                a = np.inf
-                z = -np.inf
-                for s in range(n):
-                    r = x[s, j] / (1.0 - y[s])
-                    if r < a:
-                        a = r
-                    if r > z:
-                        z = r
-                lo[j] = a
-                hi[j] = z
-                half = 0.0
-                for s in range(n):
-                    h = 0.5 * y[s] * (z - a)
-                    if h > half:
-                        half = h
-                if half > rel[j] * max(abs(a), abs(z)):
-                    done = False
-    lower = np.empty((n, m))
-    upper = np.empty((n, m))
-    for s in range(n):
-        for j in range(m):
-            if np.isfinite(lo[j]):
-                lower[s, j] = x[s, j] + y[s] * lo[j]
-                upper[s, j] = x[s, j] + y[s] * hi[j]
-            else:
-                lower[s, j] = -np.inf
-                upper[s, j] = np.inf
-    return lower, upper, it, done
-
-
-@_lazy
 def chain_residual(pol, ip, tg, pr, B, rel, max_sweeps, check_every, x, t, warm):
-    """Gauss-Seidel on the chain of the choices ``pol``, certified by its residual; what
-    :func:`chain_bounds` returns, ``(lower, upper, sweeps, converged)``. ``x`` (states x m) and ``t``
+    """Gauss-Seidel on the chain of the choices ``pol``, certified by its residual: ``(lower,
+    upper, sweeps, converged)``, bounds per state and column. ``x`` (states x m) and ``t``
     (states) are the first guesses, swept in place (any guess is sound; a good one, such as the
     previous direction's values, is certified after a few sweeps or none: with ``warm`` the guess
     is certified before the first sweep).
@@ -298,7 +216,18 @@ def _sgs(pol, ip, tg, pr, d, r, z):
         z[s] += q / d[s]
 
 
-_sgs = jit(_sgs)  # (called from the compiled chain_bicgstab)
+def _minus_p(pol, ip, tg, pr, v, out):
+    """``out = (I - P) v`` for the chain of the choices ``pol``."""
+    for s in range(pol.shape[0]):
+        c = pol[s]
+        q = v[s]
+        for k in range(ip[c], ip[c + 1]):
+            q -= pr[k] * v[tg[k]]
+        out[s] = q
+
+
+_sgs = jit(_sgs)  # (both called from the compiled chain_bicgstab)
+_minus_p = jit(_minus_p)
 
 
 @_lazy
@@ -318,12 +247,9 @@ def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
         if d[s] <= 0.0:
             return False  # a state that never leaves: no proper chain
     r = np.empty(n)
+    _minus_p(pol, ip, tg, pr, x, r)
     for s in range(n):
-        c = pol[s]
-        q = x[s]
-        for k in range(ip[c], ip[c + 1]):
-            q -= pr[k] * x[tg[k]]
-        r[s] = rhs[s] - q
+        r[s] = rhs[s] - r[s]
     bnorm = 0.0
     for s in range(n):
         bnorm += rhs[s] * rhs[s]
@@ -350,14 +276,10 @@ def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
         for s in range(n):
             p[s] = r[s] + beta * (p[s] - omega * v[s])
         _sgs(pol, ip, tg, pr, d, p, ph)
+        _minus_p(pol, ip, tg, pr, ph, v)
         den = 0.0
         for s in range(n):
-            c = pol[s]
-            q = ph[s]
-            for k in range(ip[c], ip[c + 1]):
-                q -= pr[k] * ph[tg[k]]
-            v[s] = q
-            den += rhat[s] * q
+            den += rhat[s] * v[s]
         if den == 0.0:
             return False
         alpha = rho / den
@@ -370,16 +292,12 @@ def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
                 x[s] += alpha * ph[s]
             return True
         _sgs(pol, ip, tg, pr, d, sv, sh)
+        _minus_p(pol, ip, tg, pr, sh, tv)
         tt = 0.0
         ts = 0.0
         for s in range(n):
-            c = pol[s]
-            q = sh[s]
-            for k in range(ip[c], ip[c + 1]):
-                q -= pr[k] * sh[tg[k]]
-            tv[s] = q
-            tt += q * q
-            ts += q * sv[s]
+            tt += tv[s] * tv[s]
+            ts += tv[s] * sv[s]
         if tt == 0.0:
             return False
         omega = ts / tt
