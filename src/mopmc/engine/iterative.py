@@ -92,9 +92,6 @@ class IterativeBlock:
         self._X: np.ndarray | None = None
         self._t = np.zeros(n_b)
         self.budget = budget
-        self._sweeps = _MAX_SWEEPS if budget is None else int(budget)
-        self._verify = _VERIFY if budget is None else int(budget)
-        self._max_chain = _MAX_CHAIN if budget is None else int(budget)
 
     def solve(self, rho, rewards, V, X, start_policy, check_proper: bool, precision: float, w=None):
         """Optimise the block in place (``V``, ``X``); return ``(choices, gap, errors)``. ``w``: the
@@ -134,6 +131,10 @@ class IterativeBlock:
         return e.choices[pol], gap, errors
 
     # ------------------------------------------------------------------ phases
+    def _cap(self, limit: int) -> int:
+        """A phase's iteration limit: ``limit``, or the block's budget where it has one."""
+        return limit if self.budget is None else int(self.budget)
+
     def _chain(self, pol, B, tau, guess, warm, max_sweeps=None, steps=True):
         """Certified values of the chain of ``pol`` to relative precision ``tau`` (``guess``: first
         values, swept in place; the expected steps start from the last chain's, solved afresh
@@ -141,7 +142,7 @@ class IterativeBlock:
         from mopmc.engine import iterative_kernels as ik
 
         rel = np.full(B.shape[1], tau)
-        max_sweeps = self._max_chain if max_sweeps is None else max_sweeps
+        max_sweeps = self._cap(_MAX_CHAIN) if max_sweeps is None else max_sweeps
         if not warm and len(self.states) >= KRYLOV_STATES:
             warm = self._krylov(pol, B, guess, steps)
         return ik.chain_residual(pol, self.ip, self.tg, self.pr, np.ascontiguousarray(B), rel, max_sweeps, 4,
@@ -162,7 +163,7 @@ class IterativeBlock:
             if not rhs.any():
                 continue
             x = np.zeros(n)
-            if not ik.chain_bicgstab(pol, self.ip, self.tg, self.pr, rhs, x, KRYLOV_RTOL, min(KRYLOV_ITER, self._max_chain)):
+            if not ik.chain_bicgstab(pol, self.ip, self.tg, self.pr, rhs, x, KRYLOV_RTOL, min(KRYLOV_ITER, self._cap(_MAX_CHAIN))):
                 every = False
             elif j < 0:
                 self._t[:] = x
@@ -214,12 +215,13 @@ class IterativeBlock:
         delta = 0.5 * tau * scale
         tol = 0.1 * delta
         for _ in range(_RETRIES):
-            if ik.lower_sweeps(self.rg, self.ip, self.tg, self.pr, b, L, self._sweeps, tol) >= self._sweeps:
+            cap = self._cap(_MAX_SWEEPS)
+            if ik.lower_sweeps(self.rg, self.ip, self.tg, self.pr, b, L, cap, tol) >= cap:
                 if self.budget is not None:
                     return None
             U = deflate(L + delta)
             fell = True
-            for i in range(self._verify):
+            for i in range(self._cap(_VERIFY)):
                 # the certificate is Jacobi's T U <= U, checked where a Gauss-Seidel sweep (which
                 # lowers U faster) let no value rise, and every 16 sweeps (deflation raises values)
                 if (fell or i % 16 == 15) and ik.bellman(self.rg, self.ip, self.tg, self.pr, b, U, TU, arg):
