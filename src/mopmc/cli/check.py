@@ -36,6 +36,7 @@ def check_command(
     device: str | None = None,
     plot: str | None = None,
     exact_margin: bool = False,
+    precision_type: str = "abs",
 ) -> None:
     """The body of ``mopmc check`` (wrapped by :func:`run_cli` in :func:`check`)."""
     from mopmc.io.load import load
@@ -58,6 +59,7 @@ def check_command(
     text = prop if prop is not None else read_property_file(props_file)
     if precision is not None:
         _check_precision(precision, None, "multi(" in text.replace(" ", ""))
+    _check_precision_type(precision_type, "multi(" in text.replace(" ", ""))
     with Spinner(f"loading {model}", show=not json_out) as spin:
         loaded = load(model, parse_consts(const), properties=text, warm="check" if engine != "lp" else None,
                       warm_engine=engine, warm_device=device, valuations=export_scheduler is not None)
@@ -78,7 +80,7 @@ def check_command(
         for i, p in enumerate(props):
             spin.update(f"property {i + 1}/{len(props)}: {p.text}" if len(props) > 1 else p.text)
             if p.multi:
-                row, res = _multi(loaded.model, p, engine, precision, device, exact_margin)
+                row, res = _multi(loaded.model, p, engine, precision, device, exact_margin, precision_type)
                 if plot is not None:
                     from mopmc.queries.plot import plot_pareto
 
@@ -125,7 +127,28 @@ def _check_precision(precision: float, where: str | None, multi: bool) -> None:
                             "number between 0 and 1, e.g. 1e-6")
 
 
-def _multi(model, p, engine: str, precision: float | None, device: str | None = None, exact_margin: bool = False):
+def _check_precision_type(precision_type: str, multi: bool) -> None:
+    """``--precision-type``: one of :data:`~mopmc.queries.multi.PRECISION_TYPES`, and ``reldiff``
+    only where some property is a ``multi(...)`` query (single objectives have their own, relative,
+    precision)."""
+    from mopmc.queries.multi import PRECISION_TYPES
+
+    if precision_type not in PRECISION_TYPES:
+        raise PropertyError(f"--precision-type {precision_type}: use {' or '.join(PRECISION_TYPES)}")
+    if precision_type != "abs" and not multi:
+        raise PropertyError(f"--precision-type {precision_type}: only multi(...) queries take it (single objectives "
+                            "take a relative --precision already)")
+
+
+def _precision_words(res) -> str:
+    """``res``'s precision as the notes on stderr say it."""
+    if res.precision_type == "reldiff":
+        return f"{res.precision:g} (relative to each objective's range)"
+    return f"{res.precision:g}"
+
+
+def _multi(model, p, engine: str, precision: float | None, device: str | None = None, exact_margin: bool = False,
+           precision_type: str = "abs"):
     """The JSON row and the :class:`~mopmc.queries.multi.MultiResult` of a ``multi(...)`` property;
     a near-boundary achievability verdict is reported on stderr (one line)."""
     from mopmc.queries.dispatch import multi_query
@@ -133,26 +156,26 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
 
     start = time.perf_counter()
     res = multi_query(model, p, engine=engine, precision=DEFAULT_PRECISION if precision is None else precision,
-                      device=device, exact_margin=exact_margin)
+                      device=device, exact_margin=exact_margin, precision_type=precision_type)
     out = {"property": p.text, "name": p.name, **res.to_json(),
            "timings": {"check": time.perf_counter() - start}}
     if res.near_boundary and res.kind == "numerical":
         sys.stderr.write(
-            f"note: {p.text}: a threshold is within the precision {res.precision:g} of its objective's best "
+            f"note: {p.text}: a threshold is within the precision {_precision_words(res)} of its objective's best "
             "value, so the schedulers meeting it are few: Storm's approximate modes may call the query infeasible\n"
         )
     elif res.near_boundary:
         verdict = "true" if res.achievable else "false"
         if res.margin < 0 <= res.margin_upper:  # not decided: true within the precision
             sys.stderr.write(
-                f"warning: {p.text}: margin {res.margin:.3g} is within the precision {res.precision:g} of the "
+                f"warning: {p.text}: margin {res.margin:.3g} is within the precision {_precision_words(res)} of the "
                 f"thresholds: the verdict ({verdict}) is near the boundary (Storm's sound and exact modes may "
                 "disagree); lower --precision to decide it\n"
             )
         else:  # decided: the margin's bounds have one sign
             sys.stderr.write(
                 f"note: {p.text}: the verdict ({verdict}) is certain (margin between {res.margin:.3g} and "
-                f"{res.margin_upper:.3g}) but within the precision {res.precision:g} of the thresholds: Storm's "
+                f"{res.margin_upper:.3g}) but within the precision {_precision_words(res)} of the thresholds: Storm's "
                 "approximate modes may disagree\n"
             )
     return out, res
@@ -307,12 +330,14 @@ def check(
     const: Optional[List[str]] = typer.Option(None, "--const", help="Constant values NAME=VALUE[,NAME=VALUE...] of the model or of the properties; may be repeated."),
     json_out: bool = typer.Option(False, "--json", help="Print a JSON list, one object per property (on an error: one object with \"error\")."),
     export_scheduler: Optional[str] = typer.Option(None, "--export-scheduler", help="Write the scheduler as JSON (docs/formats.md; mopmc evaluate reads it back; a Pareto query: one per front point)."),
-    precision: Optional[float] = typer.Option(None, "--precision", help="Precision: relative for single objectives (default 1e-6); absolute per objective for multi(...) (default 1e-4)."),
+    precision: Optional[float] = typer.Option(None, "--precision", help="Precision: relative for single objectives (default 1e-6); absolute per objective for multi(...) (default 1e-4; see --precision-type)."),
+    precision_type: str = typer.Option("abs", "--precision-type", help="multi(...) queries: abs (the precision in each objective's units) or reldiff (in units of each objective's range, as Storm's reldiff: for objectives in the hundreds)."),
     engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front of a Pareto query (2 or 3 objectives with =?) to this .png, .pdf or .svg file."),
     exact_margin: bool = typer.Option(False, "--exact-margin", help="Achievability: refine the margin to the precision (default: stop once the verdict is certain; margin and margin_upper then bracket it)."),
 ) -> None:
     """Check properties: single-objective values, and multi(...) queries."""
-    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot, exact_margin),
+    run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot, exact_margin,
+                                  precision_type),
             json_out=json_out)

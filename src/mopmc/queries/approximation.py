@@ -135,13 +135,18 @@ class Approximation:
         return w, float(w @ y - np.max(V @ w))  # the gap of this w, recomputed
 
 
-def start(call, m: int) -> Approximation:
-    """Query the unit directions (each objective alone), which bounds the outer polytope; all at
-    once where ``call`` can (``call.many``: the same answers in fewer passes)."""
-    approx = Approximation(m)
+def unit_answers(call, m: int) -> list:
+    """The oracle's answers ``(y, error, scheduler)`` in the unit directions (each objective
+    alone); all at once where ``call`` can (``call.many``: the same answers in fewer passes)."""
     units = [e.copy() for e in np.eye(m)]
     answers = answers_at_once(call, units) if m > 1 else []
-    for i, w in enumerate(units):
-        y, err, sched = answers[i] if answers else call(w)
-        approx.add(w, y, err, sched)
+    return answers or [call(w) for w in units]
+
+
+def start(call, m: int, answers: list | None = None) -> Approximation:
+    """The approximation of the unit directions' answers (``answers``, else asked of ``call``),
+    which bound the outer polytope."""
+    approx = Approximation(m)
+    for w, (y, err, sched) in zip(np.eye(m), answers or unit_answers(call, m)):
+        approx.add(w.copy(), y, err, sched)
     return approx

@@ -51,18 +51,24 @@ def lp_fallback_note(engine: str, model, exc: MixedSignError, named: bool = Fals
 
 
 def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION,
-                device: str | None = None, exact_margin: bool = False) -> MultiResult:
+                device: str | None = None, exact_margin: bool = False, precision_type: str = "abs") -> MultiResult:
     """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property.
 
     Achievability stops once the verdict is certain (``margin``/``margin_upper`` then bracket the
-    best smallest slack); ``exact_margin`` refines the margin itself to ``precision``."""
+    best smallest slack); ``exact_margin`` refines the margin itself to ``precision``.
+    ``precision_type``: ``abs`` (in each objective's units) or ``reldiff`` (in units of each
+    objective's range; :data:`~mopmc.queries.multi.PRECISION_TYPES`). A Pareto front of a model
+    under 10,000 states is exhaustive (every vertex) with the absolute precision; a relative
+    precision is asked for a coarser front, which it gets."""
     oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
+    how = dict(precision=precision, precision_type=precision_type)
     if kind == "achievability":
-        res = achievability(oracle, prop.objectives, precision=precision, tight=exact_margin)
+        res = achievability(oracle, prop.objectives, tight=exact_margin, **how)
     elif kind == "numerical":
-        res = numerical(oracle, prop.objectives, precision=precision)
+        res = numerical(oracle, prop.objectives, **how)
     else:
-        res = pareto(oracle, prop.objectives, precision=precision, exhaustive=model.n_states < 10_000)
+        exhaustive = model.n_states < 10_000 and precision_type == "abs"
+        res = pareto(oracle, prop.objectives, exhaustive=exhaustive, **how)
     note = getattr(oracle, "note", None)
     return replace(res, note=note) if note else res

@@ -6,16 +6,20 @@ deterministic schedulers' vectors), upper bounds from the outer polytope (suppor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 import numpy as np
 
 from mopmc.queries import highs_lp
-from mopmc.queries.approximation import Approximation, start
+from mopmc.queries.approximation import Approximation, start, unit_answers
 from mopmc.queries.oracle import Oracle, Space, y_oracle
 
 DEFAULT_PRECISION = 1e-4
+PRECISION_TYPES = ("abs", "reldiff")
+"""How a multi-objective ``precision`` is measured (Storm's names): ``abs``, in each objective's
+units; ``reldiff``, in units of each objective's range (the largest minus the smallest value the
+unit directions find): 1e-3 then asks every objective to 0.1% of its span, whatever its scale."""
 
 
 @dataclass(frozen=True)
@@ -51,12 +55,17 @@ class MultiResult:
     vertices: list = field(default_factory=list)  # the deterministic vertices found (original units)
     vertex_schedulers: list = field(default_factory=list)
     note: str | None = None  # e.g. answered by the exact LP instead of the engine asked for
+    precision_type: str = "abs"
+    # reldiff: the precision per objective in its own units (precision * its range); margins and
+    # slacks are then in range units
+    tolerances: list | None = None
 
     def to_json(self) -> dict:
         out: dict[str, Any] = {
             "kind": self.kind,
             "objectives": [o.to_json() for o in self.objectives],
             "precision": self.precision,
+            "precision_type": self.precision_type,
             "iterations": self.iterations,
             "status": self.status,
         }
@@ -77,9 +86,47 @@ class MultiResult:
             out["witness"] = {"points": self.witness.points, "weights": self.witness.weights}
         if self.certificate is not None:
             out["certificate"] = self.certificate
+        if self.tolerances is not None:
+            out["tolerances"] = self.tolerances
         if self.note:
             out["note"] = self.note
         return out
+
+
+def _begin(oracle: Oracle, objectives, precision_type: str, units: bool = True):
+    """``(space, call, approx)`` of a query: its maximisation space, the oracle in it, and the
+    approximation of the unit directions' answers (``units``; else ``None``). ``reldiff``
+    measures the space in units of each objective's range over those answers (so it needs them)."""
+    if precision_type not in PRECISION_TYPES:
+        raise ValueError(f"precision_type {precision_type!r}: expected one of {', '.join(PRECISION_TYPES)}")
+    space = Space.of(objectives)
+    call = y_oracle(oracle, space)
+    m = len(objectives)
+    if precision_type == "abs":
+        return space, call, start(call, m) if units else None
+    answers = unit_answers(call, m)
+    space = space.relative(np.array([y for y, _, _ in answers]))
+    s = space.scale
+    # the same answers in the new units: direction e_j's value y_j and error scale by s_j
+    answers = [(y * s, err * s[j], sched) for j, (y, err, sched) in enumerate(answers)]
+    call = y_oracle(oracle, space)
+    return space, call, start(call, m, answers)
+
+
+def _stamp(res: "MultiResult", space: Space, precision_type: str) -> "MultiResult":
+    """``res`` with its precision type and, for ``reldiff``, its precision per objective."""
+    if precision_type == "abs":
+        return res
+    return replace(res, precision_type=precision_type,
+                   tolerances=(res.precision / space.scale).tolist())
+
+
+def _halfspace(w: np.ndarray, offset: float, space: Space) -> dict:
+    """``w . y <= offset`` (maximisation space) in original units, its normal scaled to sum 1 in
+    absolute value (as it is already with the absolute precision)."""
+    normal = w * space.factor
+    norm = float(np.abs(normal).sum()) or 1.0
+    return {"normal": (normal / norm).tolist(), "offset": float(offset) / norm}
 
 
 def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter, decide=None):
@@ -133,7 +180,10 @@ def _certificate(approx: Approximation, space: Space) -> dict | None:
     mu = res.x
     w = mu @ W
     w[~fin] = 0.0  # (zero up to the LP's tolerance: exactly, as the certificate claims)
-    return {"direction": (w * space.sign).tolist(), "bound": float(mu @ b), "required": float(w[fin] @ q[fin])}
+    direction = w * space.factor
+    norm = float(np.abs(direction).sum()) or 1.0
+    return {"direction": (direction / norm).tolist(), "bound": float(mu @ b) / norm,
+            "required": float(w[fin] @ q[fin]) / norm}
 
 
 def _witness(approx: Approximation, space: Space, lam: np.ndarray) -> Witness:
@@ -153,7 +203,7 @@ def _unmet(approx: Approximation, space: Space, it: int, max_iter: int) -> tuple
 
 
 def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
-                  tight: bool = False) -> MultiResult:
+                  tight: bool = False, precision_type: str = "abs") -> MultiResult:
     """Is there a scheduler meeting every threshold? ``margin`` and ``margin_upper`` bound the
     best smallest slack t* (maximisation space) from below and above.
 
@@ -161,23 +211,22 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
     polytope meets the thresholds with slack >= ``precision`` (achievable) or the outer one misses
     them by more (not achievable); otherwise, and always with ``tight``, it refines until
     ``margin_upper - margin <= precision``. When every objective has a threshold the search starts
-    from the single direction (1, ..., 1)/m, which already bounds t; otherwise from the unit
-    directions."""
-    space = Space.of(objectives)
-    call = y_oracle(oracle, space)
+    from the single direction (1, ..., 1)/m, which already bounds t; otherwise (and with
+    ``precision_type="reldiff"``, which measures slacks in units of each objective's range) from
+    the unit directions."""
     m = len(objectives)
+    units = precision_type != "abs" or not np.isfinite(Space.of(objectives).lower).all()
+    space, call, approx = _begin(oracle, objectives, precision_type, units=units)
     fin = np.isfinite(space.lower)
-    if fin.all():
+    if not units:
         approx = Approximation(m)
         w0 = np.full(m, 1.0 / m)
         y0, err0, sched0 = call(w0)
         approx.add(w0, y0, err0, sched0)
-    else:
-        approx = start(call, m)
     decide = None if tight else precision
     inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision, max_iter,
                                decide=decide)
-    it += m if not fin.all() else 1
+    it += m if units else 1
     margin = inner[0] if inner is not None else -np.inf
     upper = outer[0] if outer is not None else -np.inf
     # within the precision of the thresholds the verdict is "achievable" (Storm's approximate
@@ -200,20 +249,27 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
             near = True
     if not achievable:
         certificate = _certificate(approx, space)
-    return MultiResult(
+    return _stamp(MultiResult(
         "achievability", tuple(objectives), precision, it, achievable=achievable,
         margin=float(margin), margin_upper=float(upper), near_boundary=near,
         witness=witness, certificate=certificate,
         points=[space.to_x(v).tolist() for v in approx.vertices],
-    )
+    ), space, precision_type)
 
 
-def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200) -> MultiResult:
-    space = Space.of(objectives)
-    call = y_oracle(oracle, space)
-    m = len(objectives)
+def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
+              precision_type: str = "abs") -> MultiResult:
+    """The best value of the ``=?`` objective with the thresholds met, to ``precision`` (with
+    ``precision_type="reldiff"``: in units of its range)."""
+    space, call, approx = _begin(oracle, objectives, precision_type)
     k = int(np.flatnonzero(space.query)[0])
-    approx = start(call, m)
+    result = _numerical(space, call, approx, objectives, precision, max_iter, k)
+    return _stamp(result, space, precision_type)
+
+
+def _numerical(space: Space, call, approx: Approximation, objectives, precision: float, max_iter: int,
+               k: int) -> MultiResult:
+    m = len(objectives)
     c = np.zeros(m)
     c[k] = 1.0
     lower = space.lower.copy()
@@ -226,7 +282,7 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
         # halfspaces prove it, else they are met at most within the oracle's error (stalled)
         status, certificate = _unmet(approx, space, it, max_iter)
         return MultiResult("numerical", tuple(objectives), precision, it + m, status=status,
-                           upper=float(space.sign[k] * outer[0]), certificate=certificate)
+                           upper=float(outer[0] / space.factor[k]), certificate=certificate)
     strict = _strict(objectives)
     if strict.any():
         t_out = _strict_slack(approx, space, strict, inner=False)[2]
@@ -234,8 +290,8 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
             # no point meets the strict thresholds (> and <) strictly: certified by the outer polytope
             return MultiResult("numerical", tuple(objectives), precision, it + m, status="infeasible")
     lo_y, hi_y = inner[0], max(outer[0], inner[0])  # (the outer bound can round a few ulp below the inner)
-    s = space.sign[k]
-    lo, hi = (lo_y, hi_y) if s > 0 else (-hi_y, -lo_y)
+    f = space.factor[k]
+    lo, hi = sorted((lo_y / f, hi_y / f))
     witness = _witness(approx, space, inner[1])
     # a threshold within the precision of its objective's best value (the unit directions queried
     # first found it): the feasible set is that thin, and Storm's approximate modes may call the
@@ -243,23 +299,28 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
     fin = np.isfinite(space.lower)
     best = np.max(np.asarray(approx.V), axis=0)  # (maximisation space)
     near = bool(fin.any() and np.min(best[fin] - space.lower[fin]) <= precision)
-    return MultiResult("numerical", tuple(objectives), precision, it + m, value=float(s * lo_y), lower=float(lo),
+    return MultiResult("numerical", tuple(objectives), precision, it + m, value=float(lo_y / f), lower=float(lo),
                        upper=float(hi), witness=witness, near_boundary=near,
-                       status="optimal" if hi - lo <= precision else "iteration_limit")
+                       status="optimal" if hi_y - lo_y <= precision else "iteration_limit")
 
 
 def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 500,
-           exhaustive: bool = False) -> MultiResult:
+           exhaustive: bool = False, precision_type: str = "abs") -> MultiResult:
     """Vertices of the Pareto front until every corner of the outer polytope lies within
     ``precision`` (absolute, per coordinate) of the inner one.
 
     ``exhaustive``: continue until no direction yields a new vertex, i.e. until every outer corner
     lies in the inner polytope up to rounding (and the oracle's error bound). ``status`` is
-    ``iteration_limit`` when ``max_iter`` oracle calls did not get there."""
-    space = Space.of(objectives)
-    call = y_oracle(oracle, space)
+    ``iteration_limit`` when ``max_iter`` oracle calls did not get there. ``precision_type="reldiff"``:
+    ``precision`` in units of each objective's range (the corners then lie within ``precision``
+    times the range of each objective)."""
+    space, call, approx = _begin(oracle, objectives, precision_type)
+    return _stamp(_pareto(space, call, approx, objectives, precision, max_iter, exhaustive), space, precision_type)
+
+
+def _pareto(space: Space, call, approx: Approximation, objectives, precision: float, max_iter: int,
+            exhaustive: bool) -> MultiResult:
     m = len(objectives)
-    approx = start(call, m)
     it, status, confirmed = 0, "optimal", []
     fin = np.isfinite(space.lower)
     if fin.any():
@@ -306,7 +367,7 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
             confirmed.append(corner)
     tol = _numeric_tolerance(approx)
     W, b = approx.H
-    halfspaces = [{"normal": (w * space.sign).tolist(), "offset": float(o)} for w, o in zip(W, b)]
+    halfspaces = [_halfspace(w, o, space) for w, o in zip(W, b)]
     if not fin.any():
         keep = _extreme(approx.V, tol)
         return MultiResult(
@@ -324,7 +385,7 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
     for j in np.flatnonzero(fin):
         normal = np.zeros(m)
         normal[j] = -1.0
-        halfspaces.append({"normal": (normal * space.sign).tolist(), "offset": float(-space.lower[j])})
+        halfspaces.append(_halfspace(normal, -space.lower[j], space))
     front = constrained_front(approx.V, lower, tol, space.query)
     used = sorted({i for mix in front for _, i in mix})
     index = {v: n for n, v in enumerate(used)}

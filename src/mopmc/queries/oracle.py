@@ -7,12 +7,15 @@ lower bound ``y_i >= q_i``, and the achievable set may be replaced by its downwa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
 from mopmc.errors import InfiniteValueError, PropertyError
+
+RANGE_FLOOR = 1e-6
+"""Smallest range :meth:`Space.relative` measures an objective in, relative to the largest one."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,9 @@ class Space:
     sign: np.ndarray  # +1 max, -1 min
     lower: np.ndarray  # y_i >= lower_i; -inf where unconstrained
     query: np.ndarray  # boolean: objectives asked with =?
+    # y = sign * scale * x; ``None``: 1. A relative precision (``reldiff``) measures each objective
+    # in units of its range: scale = 1 / range (:meth:`relative`)
+    scale: np.ndarray | None = None
 
     @classmethod
     def of(cls, objectives: Sequence) -> "Space":
@@ -56,24 +62,41 @@ class Space:
             lower[i] = sign[i] * value
         return cls(sign, lower, np.array([o.is_query for o in objectives]))
 
+    @property
+    def factor(self) -> np.ndarray:
+        """``y = factor * x``; also the original-units weights of a direction ``w`` are ``w * factor``."""
+        return self.sign if self.scale is None else self.sign * self.scale
+
     def to_y(self, x: np.ndarray) -> np.ndarray:
-        return self.sign * np.asarray(x, dtype=float)
+        return self.factor * np.asarray(x, dtype=float)
 
     def to_x(self, y: np.ndarray) -> np.ndarray:
-        return self.sign * np.asarray(y, dtype=float)
+        return np.asarray(y, dtype=float) / self.factor
+
+    def relative(self, Y: np.ndarray) -> "Space":
+        """This space measured in units of each objective's range over the points ``Y`` (rows, in
+        this space's units): Storm's ``reldiff`` precision (relative to the difference between the
+        largest and the smallest value). A range below ``RANGE_FLOOR`` times the largest one counts
+        as that much (a constant objective, or one that varies by rounding only); all ranges 0 (a
+        single point): 1."""
+        r = np.ptp(np.asarray(Y, dtype=float).reshape(-1, len(self.sign)), axis=0)
+        big = float(r.max()) if r.size else 0.0
+        r = np.maximum(r, RANGE_FLOOR * big) if big > 0 else np.ones_like(self.sign)
+        base = np.ones_like(self.sign) if self.scale is None else self.scale
+        return replace(self, scale=base / r, lower=self.lower / r)
 
 
 def y_oracle(oracle: Oracle, space: Space) -> Callable[[np.ndarray], tuple[np.ndarray, float, Any]]:
     """The oracle in maximisation space: ``w_y -> (y, error, scheduler)``."""
 
     def call(w: np.ndarray):
-        v = oracle(np.asarray(w, dtype=float) * space.sign)
+        v = oracle(np.asarray(w, dtype=float) * space.factor)
         return space.to_y(v.point), float(v.error), v.scheduler
 
     many = getattr(oracle, "many", None)
     if many is not None:  # (several directions at once, the same answers: the CPU engine)
         call.many = lambda W: [(space.to_y(v.point), float(v.error), v.scheduler)
-                               for v in many(np.asarray(W, dtype=float) * space.sign)]
+                               for v in many(np.asarray(W, dtype=float) * space.factor)]
     return call
 
 
