@@ -6,6 +6,7 @@ deterministic schedulers' vectors), upper bounds from the outer polytope (suppor
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -332,21 +333,41 @@ def _pareto(space: Space, call, approx: Approximation, objectives, precision: fl
             return MultiResult("pareto", tuple(objectives), precision, it + m, status=status,
                                margin_upper=float(outer[0]) if outer is not None else -np.inf,
                                certificate=certificate)
-    gaps: dict = {}  # corner -> (w, gap) against the current vertices (cleared when one is added)
+    # corner -> (gap, w, vertices): the gap against the first ``vertices`` vertices, an upper bound of
+    # it against more (a vertex added can only lower it): a corner's gap is recomputed only when it
+    # may be the largest (lazy greedy; the same corner as recomputing them all, up to ties)
+    gaps: dict = {}
     while True:
         numeric = _numeric_tolerance(approx)
         tol = numeric if exhaustive else max(precision, numeric)
         corners = _outer_corners(approx, space)
-        best = None
-        for corner in corners:
-            if any(np.max(np.abs(corner - c)) <= numeric for c in confirmed):
+        n_v = len(approx.vertices)
+        heap, known = [], {}
+        done = np.zeros(len(corners), bool)
+        if confirmed and len(corners):
+            C = np.array(confirmed)
+            done = np.array([np.abs(C - corner).max(axis=1).min() <= numeric for corner in corners])
+        for i, corner in enumerate(corners):
+            if done[i]:
                 continue
             key = tuple(np.round(corner, 12))
             if key not in gaps:
-                gaps[key] = approx.separating_direction(corner)
-            w, gap = gaps[key]
-            if gap > tol and (best is None or gap > best[0]):
-                best = (gap, w, corner)
+                w, gap = approx.separating_direction(corner)
+                gaps[key] = (gap, w, n_v)
+            known[key] = gaps[key]
+            heap.append((-gaps[key][0], i, key))
+        gaps = known  # (the corners cut off are gone)
+        heapq.heapify(heap)
+        best = None
+        while heap and -heap[0][0] > tol:
+            _, i, key = heapq.heappop(heap)
+            gap, w, seen = gaps[key]
+            if seen == n_v:
+                best = (gap, w, corners[i])
+                break
+            w, gap = approx.separating_direction(corners[i])
+            gaps[key] = (gap, w, n_v)
+            heapq.heappush(heap, (-gap, i, key))
         if best is None:
             break
         if it >= max_iter:
@@ -356,8 +377,6 @@ def _pareto(space: Space, call, approx: Approximation, objectives, precision: fl
         y, err, sched = call(w)
         new = approx.add(w, y, err, sched)
         it += 1
-        if new:
-            gaps.clear()
         if not new and w @ corner <= w @ y + err + numeric:
             # the oracle's optimum in this direction reaches the corner: nothing separates it
             confirmed.append(corner)
