@@ -37,6 +37,7 @@ def check_command(
     plot: str | None = None,
     exact_margin: bool = False,
     precision_type: str = "abs",
+    max_iter: int | None = None,
 ) -> None:
     """The body of ``mopmc check`` (wrapped by :func:`run_cli` in :func:`check`)."""
     from mopmc.io.load import load
@@ -60,6 +61,12 @@ def check_command(
     if precision is not None:
         _check_precision(precision, None, "multi(" in text.replace(" ", ""))
     _check_precision_type(precision_type, "multi(" in text.replace(" ", ""))
+    if max_iter is not None:
+        if max_iter < 1:
+            raise PropertyError(f"--max-iter {max_iter}: give a positive number of oracle calls")
+        if "multi(" not in text.replace(" ", ""):
+            raise PropertyError(f"--max-iter {max_iter}: only multi(...) queries take it (single objectives iterate "
+                                "to their precision)")
     with Spinner(f"loading {model}", show=not json_out) as spin:
         loaded = load(model, parse_consts(const), properties=text, warm="check" if engine != "lp" else None,
                       warm_engine=engine, warm_device=device, valuations=export_scheduler is not None)
@@ -80,7 +87,7 @@ def check_command(
         for i, p in enumerate(props):
             spin.update(f"property {i + 1}/{len(props)}: {p.text}" if len(props) > 1 else p.text)
             if p.multi:
-                row, res = _multi(loaded.model, p, engine, precision, device, exact_margin, precision_type)
+                row, res = _multi(loaded.model, p, engine, precision, device, exact_margin, precision_type, max_iter)
                 if plot is not None:
                     from mopmc.queries.plot import plot_pareto
 
@@ -148,7 +155,7 @@ def _precision_words(res) -> str:
 
 
 def _multi(model, p, engine: str, precision: float | None, device: str | None = None, exact_margin: bool = False,
-           precision_type: str = "abs"):
+           precision_type: str = "abs", max_iter: int | None = None):
     """The JSON row and the :class:`~mopmc.queries.multi.MultiResult` of a ``multi(...)`` property;
     a near-boundary achievability verdict is reported on stderr (one line)."""
     from mopmc.queries.dispatch import multi_query
@@ -156,9 +163,15 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
 
     start = time.perf_counter()
     res = multi_query(model, p, engine=engine, precision=DEFAULT_PRECISION if precision is None else precision,
-                      device=device, exact_margin=exact_margin, precision_type=precision_type)
+                      device=device, exact_margin=exact_margin, precision_type=precision_type, max_iter=max_iter)
     out = {"property": p.text, "name": p.name, **res.to_json(),
            "timings": {"check": time.perf_counter() - start}}
+    if res.status == "iteration_limit":
+        hint = (" or --precision-type reldiff (the precision in units of each objective's range, for objectives far "
+                "from 1)" if res.precision_type == "abs" else "")
+        sys.stderr.write(f"note: {p.text}: not within the precision {_precision_words(res)} after {res.iterations} "
+                         f"oracle calls (status iteration_limit; the answer is certified as far as it goes): give a "
+                         f"coarser --precision{hint}, or a larger --max-iter\n")
     if res.near_boundary and res.kind == "numerical":
         sys.stderr.write(
             f"note: {p.text}: a threshold is within the precision {_precision_words(res)} of its objective's best "
@@ -335,9 +348,10 @@ def check(
     engine: str = typer.Option("kernel", "--engine", help="kernel (fast, CPU), lp (exact occupation LP) or torch (the kernel on a PyTorch device)."),
     device: Optional[str] = typer.Option(None, "--device", help="With --engine torch: cuda or cpu (default cuda when available)."),
     plot: Optional[str] = typer.Option(None, "--plot", help="Draw the Pareto front of a Pareto query (2 or 3 objectives with =?) to this .png, .pdf or .svg file."),
+    max_iter: Optional[int] = typer.Option(None, "--max-iter", help="multi(...) queries: the most oracle calls after the first ones (default 200; Pareto 500)."),
     exact_margin: bool = typer.Option(False, "--exact-margin", help="Achievability: refine the margin to the precision (default: stop once the verdict is certain; margin and margin_upper then bracket it)."),
 ) -> None:
     """Check properties: single-objective values, and multi(...) queries."""
     run_cli(lambda: check_command(model, prop, props_file, const, json_out, export_scheduler, precision, engine, device, plot, exact_margin,
-                                  precision_type),
+                                  precision_type, max_iter),
             json_out=json_out)

@@ -51,7 +51,8 @@ def lp_fallback_note(engine: str, model, exc: MixedSignError, named: bool = Fals
 
 
 def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION,
-                device: str | None = None, exact_margin: bool = False, precision_type: str = "abs") -> MultiResult:
+                device: str | None = None, exact_margin: bool = False, precision_type: str = "abs",
+                max_iter: int | None = None) -> MultiResult:
     """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property.
 
     Achievability stops once the verdict is certain (``margin``/``margin_upper`` then bracket the
@@ -59,10 +60,13 @@ def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAU
     ``precision_type``: ``abs`` (in each objective's units) or ``reldiff`` (in units of each
     objective's range; :data:`~mopmc.queries.multi.PRECISION_TYPES`). A Pareto front of a model
     under 10,000 states is exhaustive (every vertex) with the absolute precision; a relative
-    precision is asked for a coarser front, which it gets."""
+    precision is asked for a coarser front, which it gets. ``max_iter``: the most oracle calls after
+    the first ones (default: 200 for achievability and numerical queries, 500 for Pareto)."""
     oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
     how = dict(precision=precision, precision_type=precision_type)
+    if max_iter is not None:
+        how["max_iter"] = max_iter
     if kind == "achievability":
         res = achievability(oracle, prop.objectives, tight=exact_margin, **how)
     elif kind == "numerical":

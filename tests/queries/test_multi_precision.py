@@ -1,8 +1,10 @@
-"""The relative precision of multi-objective queries (``precision_type="reldiff"``, Storm's name):
-every objective is measured in units of its range, so one precision suits objectives in the
-hundreds and in the thousandths alike. Checked against the exact occupation-measure program: the
-exact front (the LP oracle, every vertex), its best slacks and its optimum by linear programs over
-that front."""
+"""Precision options of multi-objective queries.
+
+The relative precision (``precision_type="reldiff"``, Storm's name) measures every objective in
+units of its range, so one precision suits objectives in the hundreds and in the thousandths
+alike; checked against the exact occupation-measure program: the exact front (the LP oracle, every
+vertex), its best slacks and its optimum by linear programs over that front. ``--max-iter`` caps
+the oracle calls, and a front it stops says so on stderr."""
 
 import json
 
@@ -154,3 +156,18 @@ def test_cli_precision_type(walk, exact):
                           "--precision-type rel", "abs or reldiff")
     assert_one_line_error(run_mopmc("check", walk, "--prop", 'R{"r"}min=? [F "goal"]', "--precision-type", "reldiff"),
                           "--precision-type reldiff", "only multi(...)")
+
+
+def test_cli_max_iter_and_the_note_when_it_stops_the_front(walk):
+    r = run_mopmc("check", walk, "--prop", FRONT, "--max-iter", "3", "--json")
+    assert r.code == 0, r.stderr
+    (row,) = json.loads(r.stdout)
+    assert row["status"] == "iteration_limit" and row["iterations"] == 3 + 2  # (+ the unit directions)
+    (line,) = r.stderr.splitlines()
+    assert "not within the precision 0.0001 after 5 oracle calls" in line and "--precision-type reldiff" in line
+    r = run_mopmc("check", walk, "--prop", FRONT, "--max-iter", "3", "--precision-type", "reldiff", "--json")
+    (line,) = r.stderr.splitlines()
+    assert "relative to each objective's range" in line and "--precision-type" not in line
+    assert_one_line_error(run_mopmc("check", walk, "--prop", FRONT, "--max-iter", "0"), "--max-iter 0", "positive")
+    assert_one_line_error(run_mopmc("check", walk, "--prop", 'R{"r"}min=? [F "goal"]', "--max-iter", "9"),
+                          "--max-iter 9", "only multi(...)")
