@@ -344,13 +344,16 @@ def _pareto(space: Space, call, approx: Approximation, objectives, precision: fl
         n_v = len(approx.vertices)
         heap, known = [], {}
         done = np.zeros(len(corners), bool)
-        if confirmed and len(corners):
+        if confirmed:
             C = np.array(confirmed)
-            done = np.array([np.abs(C - corner).max(axis=1).min() <= numeric for corner in corners])
+            for a in range(0, len(corners), 256):
+                block = corners[a : a + 256]
+                done[a : a + 256] = (np.abs(block[:, None, :] - C[None]).max(axis=2) <= numeric).any(axis=1)
+        rounded = np.round(corners, 12)
         for i, corner in enumerate(corners):
             if done[i]:
                 continue
-            key = tuple(np.round(corner, 12))
+            key = tuple(rounded[i])
             if key not in gaps:
                 w, gap = approx.separating_direction(corner)
                 gaps[key] = (gap, w, n_v)
