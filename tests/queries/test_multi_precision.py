@@ -136,9 +136,13 @@ def test_relative_achievability_margin_is_in_range_units(walk, exact, shift):
         assert c["required"] > c["bound"]
 
 
-def test_absolute_is_the_default_and_unchanged(walk):
+def test_absolute_is_the_default_and_unchanged(walk, exact):
     model, p = query(walk, FRONT)
+    # no precision given: a small model's front is exhaustive (every vertex of the exact front) ...
+    assert len(multi_query(model, p).points) == len(exact[0])
+    # ... a precision given is what the front is refined to
     res = multi_query(model, p, precision=1.0)
+    assert 2 <= len(res.points) < len(exact[0])
     assert res.precision_type == "abs" and res.tolerances is None
     assert res.to_json()["precision_type"] == "abs" and "tolerances" not in res.to_json()
     with pytest.raises(ValueError, match="precision_type 'rel'"):

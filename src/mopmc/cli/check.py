@@ -159,10 +159,9 @@ def _multi(model, p, engine: str, precision: float | None, device: str | None = 
     """The JSON row and the :class:`~mopmc.queries.multi.MultiResult` of a ``multi(...)`` property;
     a near-boundary achievability verdict is reported on stderr (one line)."""
     from mopmc.queries.dispatch import multi_query
-    from mopmc.queries.multi import DEFAULT_PRECISION
 
     start = time.perf_counter()
-    res = multi_query(model, p, engine=engine, precision=DEFAULT_PRECISION if precision is None else precision,
+    res = multi_query(model, p, engine=engine, precision=precision,
                       device=device, exact_margin=exact_margin, precision_type=precision_type, max_iter=max_iter)
     out = {"property": p.text, "name": p.name, **res.to_json(),
            "timings": {"check": time.perf_counter() - start}}

@@ -50,7 +50,7 @@ def lp_fallback_note(engine: str, model, exc: MixedSignError, named: bool = Fals
             f"{f' ({what})' if what else ''}; answered by the exact LP engine (as --engine lp; it exports no scheduler)")
 
 
-def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAULT_PRECISION,
+def multi_query(model, prop, *, engine: str = "kernel", precision: float | None = None,
                 device: str | None = None, exact_margin: bool = False, precision_type: str = "abs",
                 max_iter: int | None = None) -> MultiResult:
     """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property.
@@ -58,13 +58,14 @@ def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAU
     Achievability stops once the verdict is certain (``margin``/``margin_upper`` then bracket the
     best smallest slack); ``exact_margin`` refines the margin itself to ``precision``.
     ``precision_type``: ``abs`` (in each objective's units) or ``reldiff`` (in units of each
-    objective's range; :data:`~mopmc.queries.multi.PRECISION_TYPES`). A Pareto front of a model
-    under 10,000 states is exhaustive (every vertex) with the absolute precision; a relative
-    precision is asked for a coarser front, which it gets. ``max_iter``: the most oracle calls after
-    the first ones (default: 200 for achievability and numerical queries, 500 for Pareto)."""
+    objective's range; :data:`~mopmc.queries.multi.PRECISION_TYPES`). ``precision`` ``None``:
+    :data:`~mopmc.queries.multi.DEFAULT_PRECISION`, and the Pareto front of a model under 10,000
+    states is then exhaustive (every vertex); a precision given (or a relative one) is asked for,
+    and the front is refined to it. ``max_iter``: the most oracle calls after the first ones
+    (default: 200 for achievability and numerical queries, 500 for Pareto)."""
     oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
-    how = dict(precision=precision, precision_type=precision_type)
+    how = dict(precision=DEFAULT_PRECISION if precision is None else precision, precision_type=precision_type)
     if max_iter is not None:
         how["max_iter"] = max_iter
     if kind == "achievability":
@@ -72,7 +73,7 @@ def multi_query(model, prop, *, engine: str = "kernel", precision: float = DEFAU
     elif kind == "numerical":
         res = numerical(oracle, prop.objectives, **how)
     else:
-        exhaustive = model.n_states < 10_000 and precision_type == "abs"
+        exhaustive = model.n_states < 10_000 and precision is None and precision_type == "abs"
         res = pareto(oracle, prop.objectives, exhaustive=exhaustive, **how)
     note = getattr(oracle, "note", None)
     return replace(res, note=note) if note else res
