@@ -16,12 +16,11 @@ absolute, under ``--storm-timeout``).
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from chains import run  # (a fresh process per row, None on a timeout; benchmarks/ is on the path)
 from mopmc.examples.scalable import cube
 
 SECOND = 'rewards "s"\n  [a] true : 2;\n  [b] true : 1;\n  [c] true : 1.5;\nendrewards\n'
@@ -50,18 +49,8 @@ m = stormpy.build_model(prog, props)
 t = time.perf_counter()
 r = stormpy.model_checking(m, props[0])
 dt = time.perf_counter() - t
-print(json.dumps({"seconds": dt, "points": len(r.get_underapproximation().vertices), "status": "done"}))
+print(json.dumps({"seconds": dt, "points": len(r.get_under_approximation().vertices), "status": "done"}))
 """
-
-
-def run(code: str, timeout: float, *args: str) -> dict | None:
-    try:
-        out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None
-    if out.returncode != 0:
-        return {"error": (out.stderr.strip().splitlines() or ["?"])[-1]}
-    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
