@@ -175,3 +175,20 @@ def test_cli_max_iter_and_the_note_when_it_stops_the_front(walk):
     assert_one_line_error(run_mopmc("check", walk, "--prop", FRONT, "--max-iter", "0"), "--max-iter 0", "positive")
     assert_one_line_error(run_mopmc("check", walk, "--prop", 'R{"r"}min=? [F "goal"]', "--max-iter", "9"),
                           "--max-iter 9", "only multi(...)")
+
+
+@pytest.mark.parametrize("engine, device", [("kernel", None), ("lp", None), ("torch", "cpu")])
+def test_relative_precision_on_every_engine(walk, exact, engine, device):
+    """The same relative query through each engine's oracle: the numerical value within its range
+    precision of the exact optimum, and the same achievability verdict."""
+    V, r = exact
+    q = float(np.median(V[:, 1]))
+    model, p = query(walk, 'multi(R{"r"}min=? [F "goal"], R{"s"}<=%r [F "goal"])' % q)
+    k = len(V)
+    lp = highs_lp.linprog(V[:, 0], A_ub=V[:, 1][None, :], b_ub=[q], A_eq=np.ones((1, k)), b_eq=[1.0],
+                          bounds=[(0, None)] * k)
+    res = multi_query(model, p, engine=engine, device=device, precision=1e-3, precision_type="reldiff")
+    assert res.status == "optimal" and res.precision_type == "reldiff"
+    assert res.lower - 1e-7 <= lp.fun <= res.upper + 1e-7 and res.upper - res.lower <= 1e-3 * r[0] * (1 + 1e-9)
+    model, p = query(walk, 'multi(R{"r"}<=%r [F "goal"], R{"s"}<=%r [F "goal"])' % (float(lp.fun + 0.01 * r[0]), q))
+    assert multi_query(model, p, engine=engine, device=device, precision=1e-3, precision_type="reldiff").achievable
