@@ -192,3 +192,16 @@ def test_relative_precision_on_every_engine(walk, exact, engine, device):
     assert res.lower - 1e-7 <= lp.fun <= res.upper + 1e-7 and res.upper - res.lower <= 1e-3 * r[0] * (1 + 1e-9)
     model, p = query(walk, 'multi(R{"r"}<=%r [F "goal"], R{"s"}<=%r [F "goal"])' % (float(lp.fun + 0.01 * r[0]), q))
     assert multi_query(model, p, engine=engine, device=device, precision=1e-3, precision_type="reldiff").achievable
+
+
+def test_an_exhaustive_front_cut_short_within_the_precision_is_optimal(walk, exact):
+    model, p = query(walk, FRONT)
+    coarse = pareto(make_oracle(model, p.objectives), p.objectives, precision=1.0)
+    assert coarse.status == "optimal" and coarse.iterations < len(exact[0])
+    calls = coarse.iterations - 2  # (after the unit directions)
+    cut = pareto(make_oracle(model, p.objectives), p.objectives, precision=1.0, exhaustive=True, max_iter=calls)
+    assert cut.status == "optimal" and len(cut.points) < len(exact[0])  # within 1.0, not every vertex
+    finer = pareto(make_oracle(model, p.objectives), p.objectives, precision=1e-6, exhaustive=True, max_iter=calls)
+    assert finer.status == "iteration_limit"
+    for v in exact[0]:  # and within 1.0 indeed
+        assert _reach(np.array(cut.points), v + 1.0 + 1e-9 * (1 + np.abs(v)))

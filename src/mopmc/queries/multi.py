@@ -312,7 +312,9 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
 
     ``exhaustive``: continue until no direction yields a new vertex, i.e. until every outer corner
     lies in the inner polytope up to rounding (and the oracle's error bound). ``status`` is
-    ``iteration_limit`` when ``max_iter`` oracle calls did not get there. ``precision_type="reldiff"``:
+    ``iteration_limit`` when ``max_iter`` oracle calls did not get within ``precision`` (an
+    exhaustive search they stop within it is ``optimal``: every vertex is not found, but the front
+    is as precise as asked). ``precision_type="reldiff"``:
     ``precision`` in units of each objective's range (the corners then lie within ``precision``
     times the range of each objective)."""
     space, call, approx = _begin(oracle, objectives, precision_type)
@@ -374,7 +376,8 @@ def _pareto(space: Space, call, approx: Approximation, objectives, precision: fl
         if best is None:
             break
         if it >= max_iter:
-            status = "iteration_limit"
+            # an exhaustive search cut short may still be within the precision (best: the largest gap)
+            status = "optimal" if exhaustive and best[0] <= max(precision, numeric) else "iteration_limit"
             break
         _, w, corner = best
         y, err, sched = call(w)
