@@ -58,13 +58,14 @@ def check_command(
 
         check_plot_path(plot, inputs=inputs)  # before the model is built
     text = prop if prop is not None else read_property_file(props_file)
+    multi = "multi(" in text.replace(" ", "")  # (before parsing: the options that need one)
     if precision is not None:
-        _check_precision(precision, None, "multi(" in text.replace(" ", ""))
-    _check_precision_type(precision_type, "multi(" in text.replace(" ", ""))
+        _check_precision(precision, None, multi)
+    _check_precision_type(precision_type, multi)
     if max_iter is not None:
         if max_iter < 1:
             raise PropertyError(f"--max-iter {max_iter}: give a positive number of oracle calls")
-        if "multi(" not in text.replace(" ", ""):
+        if not multi:
             raise PropertyError(f"--max-iter {max_iter}: only multi(...) queries take it (single objectives iterate "
                                 "to their precision)")
     with Spinner(f"loading {model}", show=not json_out) as spin:

@@ -226,8 +226,17 @@ def _minus_p(pol, ip, tg, pr, v, out):
         out[s] = q
 
 
-_sgs = jit(_sgs)  # (both called from the compiled chain_bicgstab)
+def _dot(a, b):
+    """``a . b``, summed in order."""
+    acc = 0.0
+    for s in range(a.shape[0]):
+        acc += a[s] * b[s]
+    return acc
+
+
+_sgs = jit(_sgs)  # (all three called from the compiled chain_bicgstab)
 _minus_p = jit(_minus_p)
+_dot = jit(_dot)
 
 
 @_lazy
@@ -250,10 +259,7 @@ def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
     _minus_p(pol, ip, tg, pr, x, r)
     for s in range(n):
         r[s] = rhs[s] - r[s]
-    bnorm = 0.0
-    for s in range(n):
-        bnorm += rhs[s] * rhs[s]
-    bnorm = np.sqrt(bnorm)
+    bnorm = np.sqrt(_dot(rhs, rhs))
     if bnorm == 0.0:
         bnorm = 1.0
     rhat = r.copy()
@@ -267,9 +273,7 @@ def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
     alpha = 1.0
     omega = 1.0
     for it in range(max_iter):
-        rho = 0.0
-        for s in range(n):
-            rho += rhat[s] * r[s]
+        rho = _dot(rhat, r)
         if rho == 0.0 or not np.isfinite(rho):
             return False
         beta = (rho / rho_old) * (alpha / omega)
@@ -277,9 +281,7 @@ def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
             p[s] = r[s] + beta * (p[s] - omega * v[s])
         _sgs(pol, ip, tg, pr, d, p, ph)
         _minus_p(pol, ip, tg, pr, ph, v)
-        den = 0.0
-        for s in range(n):
-            den += rhat[s] * v[s]
+        den = _dot(rhat, v)
         if den == 0.0:
             return False
         alpha = rho / den
@@ -293,14 +295,10 @@ def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
             return True
         _sgs(pol, ip, tg, pr, d, sv, sh)
         _minus_p(pol, ip, tg, pr, sh, tv)
-        tt = 0.0
-        ts = 0.0
-        for s in range(n):
-            tt += tv[s] * tv[s]
-            ts += tv[s] * sv[s]
+        tt = _dot(tv, tv)
         if tt == 0.0:
             return False
-        omega = ts / tt
+        omega = _dot(tv, sv) / tt
         rnorm = 0.0
         for s in range(n):
             x[s] += alpha * ph[s] + omega * sh[s]

@@ -122,12 +122,19 @@ def _stamp(res: "MultiResult", space: Space, precision_type: str) -> "MultiResul
                    tolerances=(res.precision / space.scale).tolist())
 
 
-def _halfspace(w: np.ndarray, offset: float, space: Space) -> dict:
-    """``w . y <= offset`` (maximisation space) in original units, its normal scaled to sum 1 in
-    absolute value (as it is already with the absolute precision)."""
+def _to_x(w: np.ndarray, space: Space) -> tuple[np.ndarray, float]:
+    """A direction ``w`` of the maximisation space in original units, scaled to sum 1 in absolute
+    value (as it is already with the absolute precision), and the factor it was divided by (which
+    divides the bounds that go with it)."""
     normal = w * space.factor
     norm = float(np.abs(normal).sum()) or 1.0
-    return {"normal": (normal / norm).tolist(), "offset": float(offset) / norm}
+    return normal / norm, norm
+
+
+def _halfspace(w: np.ndarray, offset: float, space: Space) -> dict:
+    """``w . y <= offset`` (maximisation space) in original units (:func:`_to_x`)."""
+    normal, norm = _to_x(w, space)
+    return {"normal": normal.tolist(), "offset": float(offset) / norm}
 
 
 def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter, decide=None):
@@ -181,10 +188,8 @@ def _certificate(approx: Approximation, space: Space) -> dict | None:
     mu = res.x
     w = mu @ W
     w[~fin] = 0.0  # (zero up to the LP's tolerance: exactly, as the certificate claims)
-    direction = w * space.factor
-    norm = float(np.abs(direction).sum()) or 1.0
-    return {"direction": (direction / norm).tolist(), "bound": float(mu @ b) / norm,
-            "required": float(w[fin] @ q[fin]) / norm}
+    direction, norm = _to_x(w, space)
+    return {"direction": direction.tolist(), "bound": float(mu @ b) / norm, "required": float(w[fin] @ q[fin]) / norm}
 
 
 def _witness(approx: Approximation, space: Space, lam: np.ndarray) -> Witness:
@@ -263,14 +268,12 @@ def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISIO
     """The best value of the ``=?`` objective with the thresholds met, to ``precision`` (with
     ``precision_type="reldiff"``: in units of its range)."""
     space, call, approx = _begin(oracle, objectives, precision_type)
-    k = int(np.flatnonzero(space.query)[0])
-    result = _numerical(space, call, approx, objectives, precision, max_iter, k)
-    return _stamp(result, space, precision_type)
+    return _stamp(_numerical(space, call, approx, objectives, precision, max_iter), space, precision_type)
 
 
-def _numerical(space: Space, call, approx: Approximation, objectives, precision: float, max_iter: int,
-               k: int) -> MultiResult:
+def _numerical(space: Space, call, approx: Approximation, objectives, precision: float, max_iter: int) -> MultiResult:
     m = len(objectives)
+    k = int(np.flatnonzero(space.query)[0])
     c = np.zeros(m)
     c[k] = 1.0
     lower = space.lower.copy()
