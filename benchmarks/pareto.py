@@ -7,7 +7,8 @@ surface). An absolute precision of 1e-4 (the default,
 Storm's too) asks for about sqrt(range / 1e-4) vertices; ``--precision-type reldiff`` measures it
 in units of each objective's range. Per row: oracle calls, front points, status and check seconds
 on the built model (a fresh process each; Storm's default engine, its default precision 1e-4
-absolute, under ``--storm-timeout``).
+absolute, under ``--storm-timeout``; Storm's Pareto method refuses its own relative precision
+type, so it has no relative row).
 
     python benchmarks/pareto.py --k 21 --storm-timeout 600
     python benchmarks/pareto.py --k 9 --objectives 3 --storm-timeout 600
