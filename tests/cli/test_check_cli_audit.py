@@ -225,7 +225,7 @@ def test_pareto_table_lists_the_points():
 def test_precision_message_per_query_kind():
     multi = run_mopmc("check", "example:tradeoff", "--prop", 'multi(R{"energy"}min=? [C], R{"time"}min=? [C])',
                       "--precision", "0")
-    assert_one_line_error(multi, "--precision 0", "absolute precision per objective")
+    assert_one_line_error(multi, "--precision 0", "precision per objective (absolute, or in units of its range")
     single = run_mopmc("check", "example:tradeoff", "--prop", 'R{"time"}min=? [C]', "--precision", "0")
     assert_one_line_error(single, "--precision 0", "relative precision", "between 0 and 1")
     mixed = run_mopmc("check", "example:tradeoff", "--prop", 'multi(R{"energy"}min=? [C], R{"time"}min=? [C])',

@@ -122,14 +122,15 @@ def _join_props(prop: str | list[str] | tuple | None) -> str | None:
 
 def _check_precision(precision: float, where: str | None, multi: bool) -> None:
     """``--precision`` as the query kind takes it: relative in (0, 1) for single objectives,
-    absolute per objective (positive, finite) for ``multi(...)``. ``where``: the property, once
+    per objective (positive, finite; absolute or ``reldiff``) for ``multi(...)``. ``where``: the property, once
     parsed; before (``None``) only what no kind accepts is refused, worded by ``multi`` (whether
     the text has a ``multi(...)``)."""
     at = f" for {where}" if where else ""
     if multi:
         if not (math.isfinite(precision) and precision > 0):
-            raise PropertyError(f"--precision {precision}{at}: multi(...) queries take an absolute precision per "
-                                "objective: give a positive number, e.g. 1e-4")
+            raise PropertyError(f"--precision {precision}{at}: multi(...) queries take a precision per objective "
+                                "(absolute, or in units of its range with --precision-type reldiff): give a "
+                                "positive number, e.g. 1e-4")
     elif not 0 < precision < 1:
         raise PropertyError(f"--precision {precision}{at}: single objectives take a relative precision: give a "
                             "number between 0 and 1, e.g. 1e-6")
