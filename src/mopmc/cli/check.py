@@ -86,9 +86,11 @@ def check_command(
             check_plottable(props[0].kind, len(props[0].objectives), f"property 1 ({props[0].text})")
         rows, results = [], []
         for i, p in enumerate(props):
-            spin.update(f"property {i + 1}/{len(props)}: {p.text}" if len(props) > 1 else p.text)
+            label = f"property {i + 1}/{len(props)}: {p.text}" if len(props) > 1 else p.text
+            spin.update(label)
             if p.multi:
-                row, res = _multi(loaded.model, p, engine, precision, device, exact_margin, precision_type, max_iter)
+                row, res = _multi(loaded.model, p, engine, precision, device, exact_margin, precision_type, max_iter,
+                                  progress=_progress(spin, label, p, precision, precision_type, max_iter))
                 if plot is not None:
                     from mopmc.queries.plot import plot_pareto
 
@@ -156,15 +158,33 @@ def _precision_words(res) -> str:
     return f"{res.precision:g}"
 
 
+def _progress(spin, label: str, p, precision: float | None, precision_type: str, max_iter: int | None):
+    """The spinner's text during a ``multi(...)`` query: the oracle call under way against the
+    limit, and the gap still to close against the precision (``None`` without a spinner)."""
+    if not spin.active:
+        return None
+    from mopmc.queries.multi import DEFAULT_PRECISION
+
+    limit = max_iter or (500 if p.kind == "pareto" else 200)
+    eta = DEFAULT_PRECISION if precision is None else precision
+    unit = " of the ranges" if precision_type == "reldiff" else ""
+
+    def show(calls: int, gap: float) -> None:
+        spin.update(f"oracle call {calls + 1}/{limit}, gap {gap:.2g} (precision {eta:g}{unit}): {label}")
+
+    return show
+
+
 def _multi(model, p, engine: str, precision: float | None, device: str | None = None, exact_margin: bool = False,
-           precision_type: str = "abs", max_iter: int | None = None):
+           precision_type: str = "abs", max_iter: int | None = None, progress=None):
     """The JSON row and the :class:`~mopmc.queries.multi.MultiResult` of a ``multi(...)`` property;
-    a near-boundary achievability verdict is reported on stderr (one line)."""
+    a near-boundary achievability verdict is reported on stderr (one line). ``progress``: see
+    :func:`~mopmc.queries.dispatch.multi_query`."""
     from mopmc.queries.dispatch import multi_query
 
     start = time.perf_counter()
-    res = multi_query(model, p, engine=engine, precision=precision,
-                      device=device, exact_margin=exact_margin, precision_type=precision_type, max_iter=max_iter)
+    res = multi_query(model, p, engine=engine, precision=precision, device=device, exact_margin=exact_margin,
+                      precision_type=precision_type, max_iter=max_iter, progress=progress)
     out = {"property": p.text, "name": p.name, **res.to_json(),
            "timings": {"check": time.perf_counter() - start}}
     if res.status == "iteration_limit":

@@ -172,6 +172,11 @@ class Spinner:
         self._bar.start()
         self._task = self._bar.add_task(text, total=None)
 
+    @property
+    def active(self) -> bool:
+        """Whether it is shown (stderr a terminal, not ``--json``)."""
+        return self._bar is not None
+
     def update(self, text: str) -> None:
         if self._bar is not None:
             self._bar.update(self._task, description=text)

@@ -52,7 +52,7 @@ def lp_fallback_note(engine: str, model, exc: MixedSignError, named: bool = Fals
 
 def multi_query(model, prop, *, engine: str = "kernel", precision: float | None = None,
                 device: str | None = None, exact_margin: bool = False, precision_type: str = "abs",
-                max_iter: int | None = None) -> MultiResult:
+                max_iter: int | None = None, progress=None) -> MultiResult:
     """Achievability, numerical or Pareto query for a parsed ``multi(...)`` property.
 
     Achievability stops once the verdict is certain (``margin``/``margin_upper`` then bracket the
@@ -62,10 +62,12 @@ def multi_query(model, prop, *, engine: str = "kernel", precision: float | None 
     :data:`~mopmc.queries.multi.DEFAULT_PRECISION`, and the Pareto front of a model under 10,000
     states is then exhaustive (every vertex); a precision given (or a relative one) is asked for,
     and the front is refined to it. ``max_iter``: the most oracle calls after the first ones
-    (default: 200 for achievability and numerical queries, 500 for Pareto)."""
+    (default: 200 for achievability and numerical queries, 500 for Pareto). ``progress``:
+    ``progress(calls, gap)`` before each of those calls (:data:`~mopmc.queries.multi.Progress`)."""
     oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
-    how = dict(precision=DEFAULT_PRECISION if precision is None else precision, precision_type=precision_type)
+    how = dict(precision=DEFAULT_PRECISION if precision is None else precision, precision_type=precision_type,
+               progress=progress)
     if max_iter is not None:
         how["max_iter"] = max_iter
     if kind == "achievability":

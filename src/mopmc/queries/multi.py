@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -21,6 +21,10 @@ PRECISION_TYPES = ("abs", "reldiff")
 """How a multi-objective ``precision`` is measured (Storm's names): ``abs``, in each objective's
 units; ``reldiff``, in units of each objective's range (the largest minus the smallest value the
 unit directions find): 1e-3 then asks every objective to 0.1% of its span, whatever its scale."""
+
+Progress = Callable[[int, float], None]
+"""``progress(calls, gap)``: oracle calls so far (after the first ones) and the gap still to close,
+in the units of the precision (:func:`pareto`)."""
 
 
 @dataclass(frozen=True)
@@ -137,11 +141,12 @@ def _halfspace(w: np.ndarray, offset: float, space: Space) -> dict:
     return {"normal": normal.tolist(), "offset": float(offset) / norm}
 
 
-def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter, decide=None):
+def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter, decide=None, progress=None):
     """Maximise c.y + d t over the achievable set with y_j - a_j t >= lower_j.
 
     ``decide`` (a number): stop as soon as the inner value reaches it or the outer value falls
     below ``-decide`` (achievability: the verdict is then certain, the value need not be tight).
+    ``progress``: called as ``progress(calls, gap)`` before each oracle call (see :func:`pareto`).
     Returns (inner, outer, iterations): inner = (value, lambdas, t) or None, outer likewise."""
     it = 0
     while True:
@@ -157,6 +162,8 @@ def _refine(approx: Approximation, call, c, d, a, lower, precision, max_iter, de
             return inner, outer, it
         if it >= max_iter:
             return inner, outer, it
+        if progress is not None:
+            progress(it, outer[0] - inner[0] if inner is not None else np.inf)
         w, gap = approx.separating_direction(outer[1])
         y, err, sched = call(w)
         new = approx.add(w, y, err, sched)
@@ -209,7 +216,7 @@ def _unmet(approx: Approximation, space: Space, it: int, max_iter: int) -> tuple
 
 
 def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
-                  tight: bool = False, precision_type: str = "abs") -> MultiResult:
+                  tight: bool = False, precision_type: str = "abs", progress: Progress | None = None) -> MultiResult:
     """Is there a scheduler meeting every threshold? ``margin`` and ``margin_upper`` bound the
     best smallest slack t* (maximisation space) from below and above.
 
@@ -219,7 +226,8 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
     ``margin_upper - margin <= precision``. When every objective has a threshold the search starts
     from the single direction (1, ..., 1)/m, which already bounds t; otherwise (and with
     ``precision_type="reldiff"``, which measures slacks in units of each objective's range) from
-    the unit directions."""
+    the unit directions. ``progress``: as in :func:`pareto` (the gap: between the bounds of the
+    smallest slack)."""
     m = len(objectives)
     units = precision_type != "abs" or not np.isfinite(Space.of(objectives).lower).all()
     space, call, approx = _begin(oracle, objectives, precision_type, units=units)
@@ -231,7 +239,7 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
         approx.add(w0, y0, err0, sched0)
     decide = None if tight else precision
     inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision, max_iter,
-                               decide=decide)
+                               decide=decide, progress=progress)
     it += m if units else 1
     margin = inner[0] if inner is not None else -np.inf
     upper = outer[0] if outer is not None else -np.inf
@@ -264,20 +272,22 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
 
 
 def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
-              precision_type: str = "abs") -> MultiResult:
+              precision_type: str = "abs", progress: Progress | None = None) -> MultiResult:
     """The best value of the ``=?`` objective with the thresholds met, to ``precision`` (with
-    ``precision_type="reldiff"``: in units of its range)."""
+    ``precision_type="reldiff"``: in units of its range). ``progress``: as in :func:`pareto` (the
+    gap: between the bounds of the value)."""
     space, call, approx = _begin(oracle, objectives, precision_type)
-    return _stamp(_numerical(space, call, approx, objectives, precision, max_iter), space, precision_type)
+    return _stamp(_numerical(space, call, approx, objectives, precision, max_iter, progress), space, precision_type)
 
 
-def _numerical(space: Space, call, approx: Approximation, objectives, precision: float, max_iter: int) -> MultiResult:
+def _numerical(space: Space, call, approx: Approximation, objectives, precision: float, max_iter: int,
+               progress: Progress | None = None) -> MultiResult:
     m = len(objectives)
     k = int(np.flatnonzero(space.query)[0])
     c = np.zeros(m)
     c[k] = 1.0
     lower = space.lower.copy()
-    inner, outer, it = _refine(approx, call, c, 0.0, np.zeros(m), lower, precision, max_iter)
+    inner, outer, it = _refine(approx, call, c, 0.0, np.zeros(m), lower, precision, max_iter, progress=progress)
     if outer is None:  # the outer polytope misses the thresholds: certified by Farkas
         return MultiResult("numerical", tuple(objectives), precision, it + m, status="infeasible",
                            certificate=_certificate(approx, space))
@@ -309,7 +319,7 @@ def _numerical(space: Space, call, approx: Approximation, objectives, precision:
 
 
 def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 500,
-           exhaustive: bool = False, precision_type: str = "abs") -> MultiResult:
+           exhaustive: bool = False, precision_type: str = "abs", progress: Progress | None = None) -> MultiResult:
     """Vertices of the Pareto front until every corner of the outer polytope lies within
     ``precision`` (absolute, per coordinate) of the inner one.
 
@@ -319,20 +329,26 @@ def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, 
     exhaustive search they stop within it is ``optimal``: every vertex is not found, but the front
     is as precise as asked). ``precision_type="reldiff"``:
     ``precision`` in units of each objective's range (the corners then lie within ``precision``
-    times the range of each objective)."""
+    times the range of each objective).
+
+    ``progress``: called as ``progress(calls, gap)`` before each oracle call after the first ones
+    (``calls`` of them so far, at most ``max_iter``): ``gap`` is what the search still has to close,
+    in the units of ``precision`` (here: the largest distance of an outer corner from the inner
+    polytope), for a progress display."""
     space, call, approx = _begin(oracle, objectives, precision_type)
-    return _stamp(_pareto(space, call, approx, objectives, precision, max_iter, exhaustive), space, precision_type)
+    return _stamp(_pareto(space, call, approx, objectives, precision, max_iter, exhaustive, progress), space,
+                  precision_type)
 
 
 def _pareto(space: Space, call, approx: Approximation, objectives, precision: float, max_iter: int,
-            exhaustive: bool) -> MultiResult:
+            exhaustive: bool, progress: Progress | None = None) -> MultiResult:
     m = len(objectives)
     it, status, confirmed = 0, "optimal", []
     fin = np.isfinite(space.lower)
     if fin.any():
         # thresholds are constraints: first decide whether any scheduler meets them
         inner, outer, it = _refine(approx, call, np.zeros(m), 1.0, fin.astype(float), space.lower, precision,
-                                   max_iter, decide=precision)
+                                   max_iter, decide=precision, progress=progress)
         if inner is None or inner[0] < -precision:
             status, certificate = _unmet(approx, space, it, max_iter)
             return MultiResult("pareto", tuple(objectives), precision, it + m, status=status,
@@ -382,7 +398,9 @@ def _pareto(space: Space, call, approx: Approximation, objectives, precision: fl
             # an exhaustive search cut short may still be within the precision (best: the largest gap)
             status = "optimal" if exhaustive and best[0] <= max(precision, numeric) else "iteration_limit"
             break
-        _, w, corner = best
+        gap, w, corner = best
+        if progress is not None:
+            progress(it, gap)
         y, err, sched = call(w)
         new = approx.add(w, y, err, sched)
         it += 1
