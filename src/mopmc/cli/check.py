@@ -163,9 +163,9 @@ def _progress(spin, label: str, p, precision: float | None, precision_type: str,
     limit, and the gap still to close against the precision (``None`` without a spinner)."""
     if not spin.active:
         return None
-    from mopmc.queries.multi import DEFAULT_PRECISION
+    from mopmc.queries.multi import DEFAULT_PRECISION, MAX_ITER
 
-    limit = max_iter or (500 if p.kind == "pareto" else 200)
+    limit = max_iter or MAX_ITER[p.kind]
     eta = DEFAULT_PRECISION if precision is None else precision
     unit = " of the ranges" if precision_type == "reldiff" else ""
 

@@ -22,6 +22,9 @@ PRECISION_TYPES = ("abs", "reldiff")
 units; ``reldiff``, in units of each objective's range (the largest minus the smallest value the
 unit directions find): 1e-3 then asks every objective to 0.1% of its span, whatever its scale."""
 
+MAX_ITER = {"achievability": 200, "numerical": 200, "pareto": 500}
+"""Default ``max_iter`` (oracle calls after the first ones) of each query kind."""
+
 Progress = Callable[[int, float], None]
 """``progress(calls, gap)``: oracle calls so far (after the first ones) and the gap still to close,
 in the units of the precision (:func:`pareto`)."""
@@ -215,8 +218,9 @@ def _unmet(approx: Approximation, space: Space, it: int, max_iter: int) -> tuple
     return status, certificate
 
 
-def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
-                  tight: bool = False, precision_type: str = "abs", progress: Progress | None = None) -> MultiResult:
+def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION,
+                  max_iter: int = MAX_ITER["achievability"], tight: bool = False, precision_type: str = "abs",
+                  progress: Progress | None = None) -> MultiResult:
     """Is there a scheduler meeting every threshold? ``margin`` and ``margin_upper`` bound the
     best smallest slack t* (maximisation space) from below and above.
 
@@ -271,8 +275,9 @@ def achievability(oracle: Oracle, objectives, *, precision: float = DEFAULT_PREC
     ), space, precision_type)
 
 
-def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 200,
-              precision_type: str = "abs", progress: Progress | None = None) -> MultiResult:
+def numerical(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION,
+              max_iter: int = MAX_ITER["numerical"], precision_type: str = "abs",
+              progress: Progress | None = None) -> MultiResult:
     """The best value of the ``=?`` objective with the thresholds met, to ``precision`` (with
     ``precision_type="reldiff"``: in units of its range). ``progress``: as in :func:`pareto` (the
     gap: between the bounds of the value)."""
@@ -318,8 +323,9 @@ def _numerical(space: Space, call, approx: Approximation, objectives, precision:
                        status="optimal" if hi_y - lo_y <= precision else "iteration_limit")
 
 
-def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = 500,
-           exhaustive: bool = False, precision_type: str = "abs", progress: Progress | None = None) -> MultiResult:
+def pareto(oracle: Oracle, objectives, *, precision: float = DEFAULT_PRECISION, max_iter: int = MAX_ITER["pareto"],
+           exhaustive: bool = False, precision_type: str = "abs",
+           progress: Progress | None = None) -> MultiResult:
     """Vertices of the Pareto front until every corner of the outer polytope lies within
     ``precision`` (absolute, per coordinate) of the inner one.
 
