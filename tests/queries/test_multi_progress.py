@@ -13,28 +13,16 @@ import numpy as np
 import pytest
 
 from mopmc.examples.scalable import cube
-from mopmc.io.load import load
 from mopmc.queries.dispatch import make_oracle, multi_query
 from mopmc.queries.multi import achievability, numerical, pareto
 
+sys.path.insert(0, str(Path(__file__).parent))
 sys.path.insert(0, str(Path(__file__).parents[1] / "cli"))
+import test_multi_precision as precision_tests  # noqa: E402
 from test_spinner import _run_with_terminal_stderr  # noqa: E402
 
-SECOND = 'rewards "s"\n  [a] true : 2000;\n  [b] true : 1000;\n  [c] true : 1500;\nendrewards\n'
-FRONT = 'multi(R{"r"}min=? [F "goal"], R{"s"}min=? [F "goal"])'
-
-
-@pytest.fixture(scope="module")
-def walk(tmp_path_factory):
-    path = tmp_path_factory.mktemp("progress") / "cube.nm"
-    path.write_text(cube(3).replace("endrewards\n", "endrewards\n" + SECOND, 1))
-    return path
-
-
-def _query(path, text):
-    loaded = load(path, properties=text)
-    p = loaded.properties()[0]
-    return loaded.model, p
+FRONT, SECOND, _query = precision_tests.FRONT, precision_tests.SECOND, precision_tests.query
+walk = precision_tests.walk  # (the fixture: the walk on the 4^3 cube with a second reward in the thousands)
 
 
 def _reports():
