@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from mopmc.errors import MixedSignError
-from mopmc.queries.multi import DEFAULT_PRECISION, MultiResult, achievability, numerical, pareto
+from mopmc.queries.multi import DEFAULT_PRECISION, MAX_ITER, MultiResult, achievability, numerical, pareto
 from mopmc.queries.oracle import Oracle, lp_oracle
 
 
@@ -62,14 +62,12 @@ def multi_query(model, prop, *, engine: str = "kernel", precision: float | None 
     :data:`~mopmc.queries.multi.DEFAULT_PRECISION`, and the Pareto front of a model under 10,000
     states is then exhaustive (every vertex); a precision given (or a relative one) is asked for,
     and the front is refined to it. ``max_iter``: the most oracle calls after the first ones
-    (default: 200 for achievability and numerical queries, 500 for Pareto). ``progress``:
+    (default: :data:`~mopmc.queries.multi.MAX_ITER` of the query's kind). ``progress``:
     ``progress(calls, gap)`` before each of those calls (:data:`~mopmc.queries.multi.Progress`)."""
     oracle = make_oracle(model, prop.objectives, engine, device)
     kind = prop.kind
     how = dict(precision=DEFAULT_PRECISION if precision is None else precision, precision_type=precision_type,
-               progress=progress)
-    if max_iter is not None:
-        how["max_iter"] = max_iter
+               max_iter=MAX_ITER[kind] if max_iter is None else max_iter, progress=progress)
     if kind == "achievability":
         res = achievability(oracle, prop.objectives, tight=exact_margin, **how)
     elif kind == "numerical":
