@@ -16,7 +16,8 @@ from mdp_reference import FAST
 from mopmc.engine import numba_kernels as nk
 from mopmc.engine.problem import Problem, is_range
 from mopmc.engine.reductions import graph
-from mopmc.engine.scc import Plan, nearly_sequential, plan, processing_order, split_sccs, state_sccs
+from mopmc.engine.scc import (MERGE_MOST, MERGE_SMALL, Plan, merge_small_cycles, nearly_sequential, plan, processing_order,
+                              split_sccs, state_sccs)
 
 
 def _random_problem(rng, n, *, acyclic: bool) -> Problem:
@@ -62,12 +63,76 @@ def _plan_reference(label, levels) -> Plan:
 def test_plan_is_the_argsort_plan(seed, n, acyclic):
     p = _random_problem(np.random.default_rng(seed), n, acyclic=acyclic)
     sccs = state_sccs(p)
-    mine, ref = plan(None, sccs), _plan_reference(sccs.label, sccs.height)
+    mine, ref = plan(None, sccs, merge=False), _plan_reference(sccs.label, sccs.height)
     assert mine.n_cyclic == ref.n_cyclic
     np.testing.assert_array_equal(mine.level, ref.level)
     assert [k for k, _ in mine.steps] == [k for k, _ in ref.steps]
     for (_, a), (_, b) in zip(mine.steps, ref.steps):
         np.testing.assert_array_equal(a, b)
+
+
+def _merge_reference(steps, small, most):
+    """Runs of small steps merged from their first cycles step to their last, in plain Python (the
+    engine's former form of :func:`~mopmc.engine.scc.merge_small_cycles`)."""
+    out, run, size = [], [], 0
+
+    def flush():
+        cyc = [i for i, (kind, _) in enumerate(run) if kind == "cycles"]
+        if len(cyc) >= 2:
+            out.extend(run[:cyc[0]])
+            out.append(("cycles", np.concatenate([states for _, states in run[cyc[0]:cyc[-1] + 1]])))
+            out.extend(run[cyc[-1] + 1:])
+        else:
+            out.extend(run)
+        run.clear()
+
+    for kind, states in steps:
+        if len(states) > small:
+            flush()
+            size = 0
+            out.append((kind, states))
+            continue
+        if size + len(states) > most:
+            flush()
+            size = 0
+        run.append((kind, states))
+        size += len(states)
+    flush()
+    return out
+
+
+def _same_steps(a, b):
+    assert [k for k, _ in a] == [k for k, _ in b]
+    for (_, x), (_, y) in zip(a, b):
+        np.testing.assert_array_equal(x, y)
+
+
+@settings(max_examples=80, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 80))
+def test_the_merged_plan_is_the_plan_with_its_small_cycles_merged(seed, n):
+    """plan() merges runs of small cyclic SCCs as it builds the steps (compiled): the same steps
+    as merging the unmerged plan in plain Python, and the processing order is that of the steps."""
+    p = _random_problem(np.random.default_rng(seed), n, acyclic=False)
+    sccs = state_sccs(p)
+    merged, unmerged = plan(None, sccs), plan(None, sccs, merge=False)
+    _same_steps(merged.steps, _merge_reference(unmerged.steps, MERGE_SMALL, MERGE_MOST))
+    _same_steps(merge_small_cycles(unmerged).steps, merged.steps)
+    for pl in (merged, unmerged):
+        np.testing.assert_array_equal(processing_order(pl), np.concatenate([s for _, s in pl.steps]))
+    assert merged.n_cyclic == unmerged.n_cyclic
+
+
+@settings(max_examples=150, **FAST)
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(0, 40), small=st.integers(-1, 6), most=st.integers(0, 20))
+def test_merge_groups_equal_the_python_merge(seed, k, small, most):
+    """Steps of 1-8 states, cycles or passes, under small and large caps."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(1, 9, k)
+    kinds = np.where(rng.random(k) < 0.5, "cycles", "pass")
+    ends = np.cumsum(sizes)
+    steps = [(str(kd), np.arange(e - z, e)) for kd, z, e in zip(kinds, sizes, ends)]
+    pl = Plan(np.zeros(int(sizes.sum()), np.int64), np.zeros(int(sizes.sum()), np.int64), tuple(steps), 0)
+    _same_steps(merge_small_cycles(pl, small, most).steps, _merge_reference(steps, small, most))
 
 
 def test_plan_of_no_states():

@@ -64,7 +64,7 @@ from mopmc.engine.policy_iteration import CyclicBlock
 from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
 from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
-from mopmc.engine.scc import Plan, Sccs, merge_small_cycles, nearly_sequential, plan, processing_order
+from mopmc.engine.scc import Plan, Sccs, nearly_sequential, plan, processing_order
 from mopmc.engine.scheduler import Scheduler
 from mopmc.errors import InfiniteValueError, MixedSignError
 from mopmc.model.sparse_mdp import SparseMDP
@@ -224,7 +224,7 @@ class Engine:
         else:  # no copies of every state's arrays
             self.perm, self.proper, self.plan = identity(self.good.problem), proper, first
         p = self.problem = self.perm.problem
-        self.plan = merge_small_cycles(self.plan)  # (runs of small SCCs: one block, not one each)
+        # (plan() merged the runs of small SCCs already: one block, not one each)
         self.contiguous = renumbered or all(is_range(s) for _, s in self.plan.steps)
         stamp("renumber")
         self.matrix = p.matrix() if any(kind == "cycles" for kind, _ in self.plan.steps) else None  # for the cyclic blocks

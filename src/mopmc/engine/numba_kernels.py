@@ -305,6 +305,96 @@ def plan_order(label, height):
 
 
 @_lazy
+def plan_steps(trivial, cyclic, ts, cs):
+    """The steps of a plan from :func:`plan_order`'s output: per level that holds cycles, upwards,
+    the one-state SCCs up to it (a "pass", when there are any) and then its cyclic states; the
+    one-state SCCs above the last such level close it.
+
+    Returns ``(order, off, cycles)``: the states of all steps one after the other (the processing
+    order), step ``i`` being ``order[off[i]:off[i + 1]]``, a cycles step where ``cycles[i]``."""
+    n_levels = ts.shape[0] - 1
+    lo = np.empty(2 * n_levels + 1, np.int64)
+    hi = np.empty(2 * n_levels + 1, np.int64)
+    cyc = np.empty(2 * n_levels + 1, np.bool_)
+    k = 0
+    start = 0
+    for L in range(n_levels):
+        if cs[L + 1] > cs[L]:
+            stop = ts[L + 1]
+            if stop > start:
+                lo[k], hi[k], cyc[k] = start, stop, False
+                k += 1
+            start = stop
+            lo[k], hi[k], cyc[k] = cs[L], cs[L + 1], True
+            k += 1
+    if start < trivial.shape[0]:
+        lo[k], hi[k], cyc[k] = start, trivial.shape[0], False
+        k += 1
+    order = np.empty(trivial.shape[0] + cyclic.shape[0], np.int64)
+    off = np.empty(k + 1, np.int64)
+    at = 0
+    for i in range(k):
+        off[i] = at
+        for j in range(lo[i], hi[i]):
+            order[at] = cyclic[j] if cyc[i] else trivial[j]
+            at += 1
+    off[k] = at
+    return order, off, cyc[:k].copy()
+
+
+@_lazy
+def merge_groups(cycles, sizes, small, most):
+    """Runs of consecutive small steps (at most ``small`` states each, at most ``most`` states a run)
+    grouped from their first cycles step to their last, where a run holds two cycles steps or more
+    (see :func:`mopmc.engine.scc.merge_small_cycles`); every other step a group of its own.
+
+    Returns ``(first, kind)``: group ``g`` is steps ``first[g]`` to ``first[g + 1] - 1``, a cycles
+    step where ``kind[g]``."""
+    n = sizes.shape[0]
+    first = np.empty(n + 1, np.int64)
+    kind = np.empty(n, np.bool_)
+    g = 0
+    run = 0  # the open run: steps run .. i - 1
+    size = 0
+    for i in range(n + 1):
+        big = False
+        if i < n:
+            big = sizes[i] > small
+            if not big and size + sizes[i] <= most:
+                size += sizes[i]
+                continue
+        # close the run
+        a = -1
+        b = -1
+        n_cyc = 0
+        for j in range(run, i):
+            if cycles[j]:
+                if a < 0:
+                    a = j
+                b = j
+                n_cyc += 1
+        for j in range(run, i):
+            if n_cyc >= 2 and a < j <= b:
+                continue  # inside the merged group
+            first[g] = j
+            kind[g] = True if (n_cyc >= 2 and j == a) else cycles[j]
+            g += 1
+        if i == n:
+            break
+        if big:
+            first[g] = i
+            kind[g] = cycles[i]
+            g += 1
+            run = i + 1
+            size = 0
+        else:
+            run = i
+            size = sizes[i]
+    first[g] = n
+    return first[:g + 1].copy(), kind[:g].copy()
+
+
+@_lazy
 def kept_labels(label, keep_labels):
     """The states whose SCC ``keep_labels`` keeps, and their SCCs renumbered densely in the same
     order: ``(keep_states, new_label)`` (``new_label`` over the kept states only)."""
