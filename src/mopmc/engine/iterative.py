@@ -158,6 +158,8 @@ class IterativeBlock:
         from mopmc.engine import iterative_kernels as ik
 
         n = len(self.states)
+        if n >= 2**31:  # (the compiled chain's targets are 32-bit)
+            return False
         rows = np.asarray(B)[pol]
         every = True
         for j in range(-1 if steps else 0, B.shape[1]):

@@ -196,34 +196,85 @@ def chain_residual(pol, ip, tg, pr, B, rel, max_sweeps, check_every, x, t, warm)
     return lower, upper, sweeps, done
 
 
-def _sgs(pol, ip, tg, pr, d, r, z):
-    """``z = M^-1 r`` for the symmetric Gauss-Seidel splitting ``M = (D - L) D^-1 (D - U)`` of
-    ``I - P`` (``d``: its diagonal): a forward then a backward triangular sweep."""
+def _chain_csr(pol, ip, tg, pr):
+    """The chain of the choices ``pol`` as its own CSR, split for Gauss-Seidel: per state ``s``
+    its transitions to smaller states ``ptr[s]:mid[s]``, to larger ones ``mid[s]:ptr[s + 1]``
+    (``ctg``, ``cpr``), and ``d[s] = 1 - P(s, s)``. One copy of the chain's transitions, contiguous,
+    instead of every product reading them through ``pol`` and ``ip``."""
     n = pol.shape[0]
+    d = np.ones(n)
+    count = 0
     for s in range(n):
         c = pol[s]
-        q = r[s]
+        for k in range(ip[c], ip[c + 1]):
+            if tg[k] != s:
+                count += 1
+    ptr = np.empty(n + 1, np.int64)
+    mid = np.empty(n, np.int64)
+    ctg = np.empty(count, np.int32)  # (less to read a sweep; a block has fewer than 2^31 states)
+    cpr = np.empty(count)
+    at = 0
+    for s in range(n):
+        ptr[s] = at
+        c = pol[s]
         for k in range(ip[c], ip[c + 1]):
             if tg[k] < s:
-                q += pr[k] * z[tg[k]]
-        z[s] = q / d[s]
-    for s in range(n - 1, -1, -1):
-        c = pol[s]
-        q = 0.0
+                ctg[at] = tg[k]
+                cpr[at] = pr[k]
+                at += 1
+            elif tg[k] == s:
+                d[s] -= pr[k]
+        mid[s] = at
         for k in range(ip[c], ip[c + 1]):
             if tg[k] > s:
-                q += pr[k] * z[tg[k]]
-        z[s] += q / d[s]
+                ctg[at] = tg[k]
+                cpr[at] = pr[k]
+                at += 1
+    ptr[n] = at
+    return ptr, mid, ctg, cpr, d
 
 
-def _minus_p(pol, ip, tg, pr, v, out):
-    """``out = (I - P) v`` for the chain of the choices ``pol``."""
-    for s in range(pol.shape[0]):
-        c = pol[s]
+def _lower_solve(ptr, mid, ctg, cpr, d, v, out):
+    """``out = (D - L)^-1 v``, ``L`` the chain's part below the diagonal (a forward sweep)."""
+    for s in range(d.shape[0]):
         q = v[s]
-        for k in range(ip[c], ip[c + 1]):
-            q -= pr[k] * v[tg[k]]
+        for k in range(ptr[s], mid[s]):
+            q += cpr[k] * out[ctg[k]]
+        out[s] = q / d[s]
+
+
+def _upper_solve(ptr, mid, ctg, cpr, d, v, out):
+    """``out = (D - U)^-1 v``, ``U`` the part above it (a backward sweep)."""
+    for s in range(d.shape[0] - 1, -1, -1):
+        q = v[s]
+        for k in range(mid[s], ptr[s + 1]):
+            q += cpr[k] * out[ctg[k]]
+        out[s] = q / d[s]
+
+
+def _split_product(ptr, mid, ctg, cpr, d, v, t, w, out):
+    """``out = (D - L)^-1 (I - P) (D - U)^-1 v`` as ``t + (D - L)^-1 (v - D t)`` with
+    ``t = (D - U)^-1 v`` (Eisenstat's trick: since ``I - P = (D - L) + (D - U) - D``, two
+    triangular sweeps, one pass over the transitions, instead of both sweeps and a product)."""
+    _upper_solve(ptr, mid, ctg, cpr, d, v, t)
+    for s in range(d.shape[0]):
+        q = v[s] - d[s] * t[s]
+        for k in range(ptr[s], mid[s]):
+            q += cpr[k] * w[ctg[k]]
+        w[s] = q / d[s]
+        out[s] = t[s] + w[s]
+
+
+def _residual(ptr, ctg, cpr, d, rhs, x, out):
+    """``out = rhs - (I - P) x``; returns its Euclidean norm."""
+    acc = 0.0
+    for s in range(d.shape[0]):
+        q = rhs[s] - d[s] * x[s]
+        for k in range(ptr[s], ptr[s + 1]):
+            q += cpr[k] * x[ctg[k]]
         out[s] = q
+        acc += q * q
+    return np.sqrt(acc)
 
 
 def _dot(a, b):
@@ -234,81 +285,127 @@ def _dot(a, b):
     return acc
 
 
-_sgs = jit(_sgs)  # (all three called from the compiled chain_bicgstab)
-_minus_p = jit(_minus_p)
-_dot = jit(_dot)
-
-
-@_lazy
-def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
-    """BiCGSTAB (van der Vorst 1992) on ``(I - P) x = rhs`` for the chain of the choices ``pol``,
-    from ``x`` (updated in place), right-preconditioned by symmetric Gauss-Seidel (a forward and a
-    backward triangular sweep of ``I - P``); True when the recurrence's residual fell to
-    ``rtol |rhs|``. Only a first guess for :func:`chain_residual`, which certifies whatever it is:
-    no exactness rests on it (a breakdown or an improper chain returns False)."""
-    n = pol.shape[0]
-    d = np.ones(n)
-    for s in range(n):
-        c = pol[s]
-        for k in range(ip[c], ip[c + 1]):
-            if tg[k] == s:
-                d[s] -= pr[k]
-        if d[s] <= 0.0:
-            return False  # a state that never leaves: no proper chain
-    r = np.empty(n)
-    _minus_p(pol, ip, tg, pr, x, r)
-    for s in range(n):
-        r[s] = rhs[s] - r[s]
-    bnorm = np.sqrt(_dot(rhs, rhs))
-    if bnorm == 0.0:
-        bnorm = 1.0
+def _bicgstab(ptr, mid, ctg, cpr, d, r, y, tol, max_iter):
+    """BiCGSTAB (van der Vorst 1992) on the split system ``(D - L)^-1 (I - P) (D - U)^-1 y = r0``
+    from ``y`` (updated in place; ``r``: its residual, overwritten) until the recurrence's residual
+    norm is at most ``tol``. Returns the iterations taken, or -1 on a breakdown or when
+    ``max_iter`` ran out."""
+    n = d.shape[0]
     rhat = r.copy()
     p = np.zeros(n)
-    ph = np.zeros(n)
     v = np.zeros(n)
     sv = np.empty(n)
-    sh = np.empty(n)
     tv = np.empty(n)
+    t = np.empty(n)
+    w = np.empty(n)
     rho_old = 1.0
     alpha = 1.0
     omega = 1.0
     for it in range(max_iter):
         rho = _dot(rhat, r)
         if rho == 0.0 or not np.isfinite(rho):
-            return False
+            return -1
         beta = (rho / rho_old) * (alpha / omega)
         for s in range(n):
             p[s] = r[s] + beta * (p[s] - omega * v[s])
-        _sgs(pol, ip, tg, pr, d, p, ph)
-        _minus_p(pol, ip, tg, pr, ph, v)
+        _split_product(ptr, mid, ctg, cpr, d, p, t, w, v)
         den = _dot(rhat, v)
         if den == 0.0:
-            return False
+            return -1
         alpha = rho / den
         snorm = 0.0
         for s in range(n):
             sv[s] = r[s] - alpha * v[s]
             snorm += sv[s] * sv[s]
-        if np.sqrt(snorm) <= rtol * bnorm:
+        if np.sqrt(snorm) <= tol:
             for s in range(n):
-                x[s] += alpha * ph[s]
-            return True
-        _sgs(pol, ip, tg, pr, d, sv, sh)
-        _minus_p(pol, ip, tg, pr, sh, tv)
-        tt = _dot(tv, tv)
+                y[s] += alpha * p[s]
+            return it + 1
+        _split_product(ptr, mid, ctg, cpr, d, sv, t, w, tv)
+        tt = 0.0
+        ts = 0.0
+        for s in range(n):
+            tt += tv[s] * tv[s]
+            ts += tv[s] * sv[s]
         if tt == 0.0:
-            return False
-        omega = _dot(tv, sv) / tt
+            return -1
+        omega = ts / tt
         rnorm = 0.0
         for s in range(n):
-            x[s] += alpha * ph[s] + omega * sh[s]
+            y[s] += alpha * p[s] + omega * sv[s]
             r[s] = sv[s] - omega * tv[s]
             rnorm += r[s] * r[s]
         if not np.isfinite(rnorm):
-            return False
-        if np.sqrt(rnorm) <= rtol * bnorm:
-            return True
+            return -1
+        if np.sqrt(rnorm) <= tol:
+            return it + 1
         if omega == 0.0:
-            return False
+            return -1
         rho_old = rho
+    return -1
+
+
+_chain_csr = jit(_chain_csr)  # (all called from the compiled chain_bicgstab)
+_lower_solve = jit(_lower_solve)
+_upper_solve = jit(_upper_solve)
+_split_product = jit(_split_product)
+_residual = jit(_residual)
+_dot = jit(_dot)
+_bicgstab = jit(_bicgstab)
+
+
+@_lazy
+def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
+    """BiCGSTAB on ``(I - P) x = rhs`` for the chain of the choices ``pol``, from ``x`` (set to the
+    solution where it converged), preconditioned by symmetric Gauss-Seidel split between both sides
+    (``(D - L)^-1 (I - P) (D - U)^-1``, whose product costs one pass over the chain's transitions:
+    see ``_split_product``; on the 51^3 cube's chains 0.25 s a solve, 0.75 s before with the
+    preconditioner on the right, about 70 iterations either way). True when the true residual
+    ``|rhs - (I - P) x|`` fell to ``rtol |rhs|`` (the split system's residual is only the
+    recurrence's guide: where it is met but the true one is not, the tolerance tightens and the
+    iteration goes on, at most 4 times). Only a first guess for :func:`chain_residual`, which
+    certifies whatever it is: no exactness rests on it (a breakdown or an improper chain, one
+    that never leaves from some state, returns False)."""
+    n = pol.shape[0]
+    ptr, mid, ctg, cpr, d = _chain_csr(pol, ip, tg, pr)
+    for s in range(n):
+        if d[s] <= 0.0:
+            return False  # a state that never leaves: no proper chain
+    bnorm = np.sqrt(_dot(rhs, rhs))
+    if bnorm == 0.0:
+        bnorm = 1.0
+    goal = rtol * bnorm
+    res = np.empty(n)
+    r = np.empty(n)
+    y = np.empty(n)
+    for s in range(n):  # y = (D - U) x
+        q = d[s] * x[s]
+        for k in range(mid[s], ptr[s + 1]):
+            q -= cpr[k] * x[ctg[k]]
+        y[s] = q
+    true = _residual(ptr, ctg, cpr, d, rhs, x, res)
+    if true <= goal:
+        return True
+    if not np.isfinite(true):
+        return False
+    _lower_solve(ptr, mid, ctg, cpr, d, res, r)
+    tol = goal * np.sqrt(_dot(r, r)) / true  # the goal, scaled as the split residual is at the start
+    left = max_iter
+    for _ in range(4):
+        taken = _bicgstab(ptr, mid, ctg, cpr, d, r, y, tol, left)
+        if taken < 0:
+            return False
+        left -= taken
+        z = np.empty(n)
+        _upper_solve(ptr, mid, ctg, cpr, d, y, z)
+        true = _residual(ptr, ctg, cpr, d, rhs, z, res)
+        if not np.isfinite(true):
+            return False
+        if true <= goal:
+            x[:] = z
+            return True
+        if left <= 0:
+            return False
+        _lower_solve(ptr, mid, ctg, cpr, d, res, r)  # restart from the true residual, tighter
+        tol = 0.1 * min(tol, goal * np.sqrt(_dot(r, r)) / true)
     return False
