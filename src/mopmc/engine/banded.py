@@ -129,13 +129,22 @@ def fits(n: int, b: int, budget: int = BAND_BUDGET, flops: int = FLOP_BUDGET) ->
     return 0 < n and n * (2 * b + 1) <= budget and n * b * b <= flops
 
 
+#: a block whose transitions move at most this many places in its own order keeps that order
+NATURAL_BAND = 8
+
+
 def bandwidth(n: int, rows: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, int]:
     """``(perm, b)``: a reverse Cuthill-McKee order of the ``n`` states and the bandwidth ``b`` of
-    the transitions ``rows -> cols`` in it."""
+    the transitions ``rows -> cols`` in it; the states' own order where its bandwidth is at most
+    :data:`NATURAL_BAND` (chains in processing order: the reordering would cost more than it
+    could save, a band elimination of at most 8 neighbours a state)."""
     rows = np.asarray(rows, np.int64)
     cols = np.asarray(cols, np.int64)
     off = rows != cols
     r, c = rows[off], cols[off]
+    natural = int(np.abs(r - c).max(initial=0))
+    if natural <= NATURAL_BAND:
+        return np.arange(n, dtype=np.int64), natural
     ones = np.ones(2 * len(r), np.int8)
     pattern = csr_matrix((ones, (np.concatenate((r, c)), np.concatenate((c, r)))), shape=(n, n))
     perm = reverse_cuthill_mckee(pattern, symmetric_mode=True).astype(np.int64)
