@@ -128,11 +128,10 @@ class IterativeBlock:
         lo, hi, _, ok = self._chain(pol, B, tau, guess, warm, WARM_SWEEPS if warm and large else None)
         if warm and large and not ok:
             # the last direction's values, slow to certify on a slowly mixing chain (370 sweeps on
-            # average on the 22^3 cube's Pareto query): BiCGSTAB from where the sweeps left them,
-            # with the last expected steps, then with those solved afresh (as in _improve)
+            # average on the 22^3 cube's Pareto query): BiCGSTAB's solution instead, with the last
+            # expected steps, then with those solved afresh (as in _improve)
             for steps in (False, True):
-                lo, hi, _, ok = self._chain(pol, B, tau, guess, False, IMPROVE_SWEEPS if not steps else None, steps,
-                                            from_guess=True)
+                lo, hi, _, ok = self._chain(pol, B, tau, guess, False, IMPROVE_SWEEPS if not steps else None, steps)
                 if ok:
                     break
         if not np.isfinite(lo).all() or (self.budget is not None and not ok):
@@ -150,21 +149,20 @@ class IterativeBlock:
         """A phase's iteration limit: ``limit``, or the block's budget where it has one."""
         return limit if self.budget is None else int(self.budget)
 
-    def _chain(self, pol, B, tau, guess, warm, max_sweeps=None, steps=True, from_guess=False):
+    def _chain(self, pol, B, tau, guess, warm, max_sweeps=None, steps=True):
         """Certified values of the chain of ``pol`` to relative precision ``tau`` (``guess``: first
         values, swept in place; the expected steps start from the last chain's, solved afresh
-        with ``steps`` where the chain is cold and large; ``from_guess``: BiCGSTAB starts from
-        ``guess`` and those steps, else from 0)."""
+        with ``steps`` where the chain is cold and large)."""
         from mopmc.engine import iterative_kernels as ik
 
         rel = np.full(B.shape[1], tau)
         max_sweeps = self._cap(_MAX_CHAIN) if max_sweeps is None else max_sweeps
         if not warm and len(self.states) >= KRYLOV_STATES:
-            warm = self._krylov(pol, B, guess, steps, from_guess)
+            warm = self._krylov(pol, B, guess, steps)
         return ik.chain_residual(pol, self.ip, self.tg, self.pr, np.ascontiguousarray(B), rel, max_sweeps, 4,
                                  guess, self._t, warm)
 
-    def _krylov(self, pol, B, guess, steps: bool = True, from_guess: bool = False) -> bool:
+    def _krylov(self, pol, B, guess, steps: bool = True) -> bool:
         """First guesses by BiCGSTAB on ``(I - P) x = B`` and (with ``steps``) ``(I - P) t = 1``
         (far fewer matrix products than Gauss-Seidel sweeps on slowly mixing chains; any guess is
         sound, the residual certifies it): ``guess`` and the expected steps in place where it
@@ -180,7 +178,9 @@ class IterativeBlock:
             rhs = np.ones(n) if j < 0 else np.ascontiguousarray(rows[:, j])
             if not rhs.any():
                 continue
-            x = (self._t.copy() if j < 0 else guess[:, j].copy()) if from_guess else np.zeros(n)
+            # (from 0: from a guess, such as the last policy's values, it can stall, 2,000
+            # iterations without converging on the 51^3 cube against about 70 from 0)
+            x = np.zeros(n)
             if not ik.chain_bicgstab(pol, self.ip, self.tg, self.pr, rhs, x, KRYLOV_RTOL, min(KRYLOV_ITER, self._cap(_MAX_CHAIN))):
                 every = False
             elif j < 0:

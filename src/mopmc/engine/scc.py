@@ -77,9 +77,11 @@ def plan(p: Problem | None, sccs: Sccs | None = None, merge: bool = True) -> Pla
 
     label, levels, _ = sccs if sccs is not None else state_sccs(p)
     level, trivial, cyc, t_start, c_start = nk.plan_order(label, levels)
+    if len(cyc) == 0:  # no cycles (most switch models): one pass (and two compiled steps fewer to load)
+        return Plan(label, level, (("pass", trivial),) if len(trivial) else (), 0, trivial)
     # (compiled: a chain of 200,000 small SCCs is 400,000 steps before they merge)
     order, off, cycles = nk.plan_steps(trivial, cyc, t_start, c_start)
-    if merge:
+    if merge and np.count_nonzero(cycles) >= 2:  # (with fewer nothing merges)
         first, kinds = nk.merge_groups(cycles, np.diff(off), MERGE_SMALL, MERGE_MOST)
         off = off[first]
     else:
