@@ -146,6 +146,32 @@ def test_bicgstab_solves_proper_chains(seed, n, leave):
         np.testing.assert_allclose(x, exact, rtol=1e-6, atol=1e-6 * np.abs(exact).max())
 
 
+def test_bicgstab_gives_up_when_the_residual_stops_halving():
+    """The stall guard: with ``stall = 1`` a solve gives up at the first iteration that does not
+    halve the smallest residual norm so far (minus the iterations taken), with 300 the same solves
+    converge (the iterations taken, the solution right)."""
+    gave_up = 0
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        n = 50
+        ip, tg, pr, P = _chain(rng, n, 0.3)
+        ptr, mid, ctg, cpr, d = ik._chain_csr(np.arange(n), ip, tg, pr)
+        rhs = rng.uniform(-1, 1, n)
+        r = np.empty(n)
+        ik._lower_solve(ptr, mid, ctg, cpr, 1.0 / d, rhs, r)
+        tol = 1e-12 * np.linalg.norm(r)
+        strict = ik._bicgstab(ptr, mid, ctg, cpr, d, 1.0 / d, r.copy(), np.zeros(n), tol, 100_000, 1)
+        y = np.zeros(n)
+        taken = ik._bicgstab(ptr, mid, ctg, cpr, d, 1.0 / d, r.copy(), y, tol, 100_000, 300)
+        assert 0 < taken < 100
+        assert strict == taken or -taken <= strict < 0
+        gave_up += strict < 0
+        x = np.empty(n)
+        ik._upper_solve(ptr, mid, ctg, cpr, 1.0 / d, y, x)
+        np.testing.assert_allclose(x, np.linalg.solve(np.eye(n) - P, rhs), rtol=1e-8, atol=1e-10)
+    assert gave_up > 0
+
+
 def test_bicgstab_refuses_a_chain_that_never_leaves():
     ip, tg, pr = np.array([0, 1, 2]), np.array([1, 0]), np.array([1.0, 1.0])
     x = np.zeros(2)
