@@ -165,7 +165,7 @@ def _progress(spin, label: str, p, precision: float | None, precision_type: str,
         return None
     from mopmc.queries.multi import DEFAULT_PRECISION, MAX_ITER
 
-    limit = max_iter or MAX_ITER[p.kind]
+    limit = MAX_ITER[p.kind] if max_iter is None else max_iter  # (as multi_query takes it)
     eta = DEFAULT_PRECISION if precision is None else precision
     unit = " of the ranges" if precision_type == "reldiff" else ""
 

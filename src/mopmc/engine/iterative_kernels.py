@@ -340,14 +340,15 @@ def _bicgstab(ptr, mid, ctg, cpr, d, dinv, r, y, tol, max_iter, stall):
             y[s] += alpha * p[s] + omega * sv[s]
             r[s] = sv[s] - omega * tv[s]
             rnorm += r[s] * r[s]
+        rnorm = np.sqrt(rnorm)
         if not np.isfinite(rnorm):
             return -(it + 1)
-        if np.sqrt(rnorm) <= tol:
+        if rnorm <= tol:
             return it + 1
         if omega == 0.0:
             return -(it + 1)
-        if np.sqrt(rnorm) < 0.5 * best:
-            best = np.sqrt(rnorm)
+        if rnorm < 0.5 * best:
+            best = rnorm
             gained = it
         elif it - gained >= stall:
             return -(it + 1)

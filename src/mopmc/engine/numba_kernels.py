@@ -348,11 +348,10 @@ def merge_groups(cycles, sizes, small, most):
     grouped from their first cycles step to their last, where a run holds two cycles steps or more
     (see :func:`mopmc.engine.scc.merge_small_cycles`); every other step a group of its own.
 
-    Returns ``(first, kind)``: group ``g`` is steps ``first[g]`` to ``first[g + 1] - 1``, a cycles
-    step where ``kind[g]``."""
+    Returns ``first``: group ``g`` is steps ``first[g]`` to ``first[g + 1] - 1`` (a cycles step
+    where its first step is one: a merged group starts at its run's first cycles step)."""
     n = sizes.shape[0]
     first = np.empty(n + 1, np.int64)
-    kind = np.empty(n, np.bool_)
     g = 0
     run = 0  # the open run: steps run .. i - 1
     size = 0
@@ -377,13 +376,11 @@ def merge_groups(cycles, sizes, small, most):
             if n_cyc >= 2 and a < j <= b:
                 continue  # inside the merged group
             first[g] = j
-            kind[g] = True if (n_cyc >= 2 and j == a) else cycles[j]
             g += 1
         if i == n:
             break
         if big:
             first[g] = i
-            kind[g] = cycles[i]
             g += 1
             run = i + 1
             size = 0
@@ -391,7 +388,7 @@ def merge_groups(cycles, sizes, small, most):
             run = i
             size = sizes[i]
     first[g] = n
-    return first[:g + 1].copy(), kind[:g].copy()
+    return first[:g + 1].copy()
 
 
 @_lazy

@@ -82,11 +82,9 @@ def plan(p: Problem | None, sccs: Sccs | None = None, merge: bool = True) -> Pla
     # (compiled: a chain of 200,000 small SCCs is 400,000 steps before they merge)
     order, off, cycles = nk.plan_steps(trivial, cyc, t_start, c_start)
     if merge and np.count_nonzero(cycles) >= 2:  # (with fewer nothing merges)
-        first, kinds = nk.merge_groups(cycles, np.diff(off), MERGE_SMALL, MERGE_MOST)
-        off = off[first]
-    else:
-        kinds = cycles
-    steps = tuple(("cycles" if k else "pass", order[a:b]) for k, a, b in zip(kinds.tolist(), off[:-1].tolist(), off[1:].tolist()))
+        first = nk.merge_groups(cycles, np.diff(off), MERGE_SMALL, MERGE_MOST)
+        off, cycles = off[first], cycles[first[:-1]]
+    steps = tuple(("cycles" if k else "pass", order[a:b]) for k, a, b in zip(cycles.tolist(), off[:-1].tolist(), off[1:].tolist()))
     return Plan(label, level, steps, len(cyc), order)
 
 
@@ -108,10 +106,10 @@ def merge_small_cycles(pl: Plan, small: int = MERGE_SMALL, most: int = MERGE_MOS
 
     cycles = np.array([kind == "cycles" for kind, _ in pl.steps], np.bool_)
     sizes = np.array([len(st) for _, st in pl.steps], np.int64)
-    first, kinds = nk.merge_groups(cycles, sizes, small, most)
-    if len(kinds) == len(pl.steps):
+    first = nk.merge_groups(cycles, sizes, small, most)
+    if len(first) == len(pl.steps) + 1:
         return pl
-    steps = tuple((pl.steps[a][0], pl.steps[a][1]) if b == a + 1 else ("cycles", np.concatenate([st for _, st in pl.steps[a:b]]))
+    steps = tuple(pl.steps[a] if b == a + 1 else ("cycles", np.concatenate([st for _, st in pl.steps[a:b]]))
                   for a, b in zip(first[:-1].tolist(), first[1:].tolist()))
     return pl._replace(steps=steps)
 
