@@ -264,9 +264,11 @@ def test_auto_falls_back_to_storm(tmp_path):
     with pytest.raises(UnsupportedModelError, match="use --builder storm"):
         load(init_block, builder="mopmc")
     # a property the objectives' parser rejects: its atoms are not known here, Storm's builder adds them
-    assert load(files.robot, properties="P=? [X x=4]").builder == "storm"
+    assert load(files.robot, properties="Pmax=? [X X x=4]").builder == "storm"
     with pytest.raises(UnsupportedModelError):
-        load(files.robot, properties="P=? [X x=4]", builder="mopmc")
+        load(files.robot, properties="Pmax=? [X X x=4]", builder="mopmc")
+    # X is parsed (phi at step 1): its atom becomes a label of mopmc's build
+    assert "(x = 4)" in load(files.robot, properties="Pmax=? [X x=4]", builder="mopmc").model.labels
     # a step-bounded one is parsed: its atoms become labels of mopmc's build
     ours = load(files.robot, properties='Pmax=? [x<4 U<=6 x=4]', builder="mopmc")
     storms = load(files.robot, properties='Pmax=? [x<4 U<=6 x=4]', builder="storm")

@@ -1,4 +1,4 @@
-"""Step-bounded objectives (F<=k, U[l,u], C<=k): the step-counting product, checked against Storm
+"""Step-bounded objectives (F<=k, U[l,u], C<=k, X): the step-counting product, checked against Storm
 (upper bounds, single and multi-objective) and against a finite-horizon dynamic program written
 here (lower bounds, which Storm's sparse engine refuses)."""
 
@@ -54,6 +54,8 @@ def close(a, b):
     ('R{"r0"}min=? [C<=0]', "total_reward", (0, -1)),
     ('R{"r0"}min=? [C]', "total_reward", None),
     ('Pmax=? [F "a"]', "probability", None),
+    ('Pmax=? [X "a"]', "probability", (1, 1)),  # phi at step 1
+    ('Pmin=? [X !("a" | "b")]', "probability", (1, 1)),
 ])
 def test_step_windows(text, kind, window):
     model = _chain()
@@ -72,6 +74,9 @@ def test_step_windows(text, kind, window):
     ('Pmax=? [F{"r0"}<=2 "a"]', "reward- and time-bounded"),
     ('R{"r0"}max=? [I=2]', "instantaneous rewards"),
     ('R{"r0"}max=? [F<=2 "a"]', "step-bounded reachability reward"),
+    ('Pmax=? [X X "a"]', 'X "a" is not a state formula'),
+    ('Pmax=? [X F "a"]', 'F "a" is not a state formula'),
+    ('Pmax=? [X ("b" U "a")]', "is not a state formula"),
 ])
 def test_unsupported_bounds_are_refused(text, fragment):
     with pytest.raises(PropertyError, match=re.escape(fragment)):
@@ -106,6 +111,10 @@ def test_hand_computed_values():
     assert value(m, 'Pmin=? [F<=5 "a"]') == 0.0  # the self-loop waits forever
     assert value(m, 'Pmax=? [F>=4 "a"]') == 1.0  # once reached, "a" holds at every later step
     assert value(m, 'Pmax=? [F[1,1] "a"]') == 0.0
+    assert value(m, 'Pmax=? [X "b"]') == 1.0 and value(m, 'Pmin=? [X "b"]') == 1.0
+    assert value(m, 'Pmax=? [X !"b"]') == 0.0
+    (x,) = parse(m, 'Pmax=? [X "a"]')
+    assert x.objectives[0].name == 'X "a"' and x.objectives[0].text == 'Pmax=? [X "a"]'
     assert value(m, 'R{"r0"}max=? [C<=3]') == 3.0 and value(m, 'R{"r0"}min=? [C<=3]') == 2.0
     assert value(m, 'R{"r0"}max=? [C<=0]') == 0.0
 
@@ -164,7 +173,7 @@ def test_engines_refuse_bounded_objectives_given_directly():
        sense=st.sampled_from(["min", "max"]))
 def test_upper_bounds_equal_storm(model, k, sense):
     texts = [f'P{sense}=? [F<={k} "a"]', f'P{sense}=? ["b" U<={k} "a"]', f'R{{"r0"}}{sense}=? [C<={k}]',
-             f'P{sense}=? [F<{k + 1} "a"]']
+             f'P{sense}=? [F<{k + 1} "a"]', f'P{sense}=? [X "a"]', f'P{sense}=? [X ("b" & !"a")]']
     expected = storm_values(model, "; ".join(texts))
     for text, want in zip(texts, expected):
         for engine, device in ENGINES:

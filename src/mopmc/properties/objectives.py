@@ -64,6 +64,8 @@ class Objective:
             return self.reward_model
         if self.steps is not None:  # F<=3 "goal": the bound tells it from F "goal"
             lo, hi = self.steps
+            if (lo, hi) == (1, 1) and self.left_text is None:  # X phi (F[1,1] phi, the same)
+                return f"X {self.right_text or ''}"
             window = f"<={hi}" if lo == 0 else f">={lo}" if hi is None else f"[{lo},{hi}]"
             return f"F{window} {self.right_text or ''}"
         return ("G " if self.negated else "F ") + (self.right_text or "")

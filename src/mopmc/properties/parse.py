@@ -218,7 +218,24 @@ def _probability(j, f, text, labels, at, bounds) -> Objective:
         _check_labels(phi, labels, at)
         return Objective(j, text, "probability", sense, right_text=f"!({phi})", negated=True,
                          comparison=comparison, threshold=threshold, directionless=directionless)
-    raise PropertyError(f"{at}: unsupported path formula {str(path)!r}; supported: F, U, G")
+    raw = str(path)
+    if raw.startswith("X ") and not path.is_until_formula:  # stormpy exposes no NextFormula class
+        # X phi is phi at step 1 exactly: true U[1,1] phi, answered on the step-counting product
+        phi = raw[2:].strip()
+        _check_labels(phi, labels, at)
+        if _temporal(phi):
+            raise PropertyError(f"{at}: {phi} is not a state formula: nested path operators (X X, X F, ...) "
+                                "are not supported; targets are labels and expressions")
+        return Objective(j, text, "probability", sense, right_text=phi, comparison=comparison,
+                         threshold=threshold, directionless=directionless, steps=(1, 1))
+    raise PropertyError(f"{at}: unsupported path formula {raw!r}; supported: F, U, G, X")
+
+
+def _temporal(state_text: str) -> bool:
+    """Whether Storm's printed formula has a path operator outside quotes (``X "a"``, ``F "a"``,
+    ``"a" U "b"``): label names may contain anything, so they are cut first."""
+    bare = re.sub(r'"[^"]*"', '""', state_text)
+    return re.search(r"(^|[\s(!&|])([XFG])\s|\sU[\s<>\[]", bare) is not None
 
 
 def _short(text: str) -> str:
