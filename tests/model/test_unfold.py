@@ -181,6 +181,67 @@ def test_upper_bounds_equal_storm(model, k, sense):
             assert close(got, want), (text, engine, got, want)
 
 
+# ------------------------------------------------------------------ the horizon kernel: every state, every step
+def _full_backups(model, rewards, steps, lo, hi, maximise, one, zero):
+    """The plain backward induction over every state at every step (what the kernel prunes)."""
+    v = np.zeros(model.n_states)
+    for t in range(steps - 1, -1, -1):
+        nxt, v = v, np.zeros(model.n_states)
+        for s in range(model.n_states):
+            if one[s] and lo <= t <= hi:
+                v[s] = 1.0
+            elif zero[s]:
+                v[s] = 0.0
+            else:
+                vals = []
+                for c in range(model.row_groups[s], model.row_groups[s + 1]):
+                    acc = rewards[c]  # (summed in the kernel's order: the values are compared exactly)
+                    for k in range(model.indptr[c], model.indptr[c + 1]):
+                        acc += model.probs[k] * nxt[model.targets[k]]
+                    vals.append(acc)
+                v[s] = max(vals) if maximise else min(vals)
+    return v
+
+
+@SLOW
+@given(model=random_mdps(max_states=30, max_choices=2, max_successors=2, reward_models=1),
+       lo=st.integers(0, 4), width=st.integers(0, 8), maximise=st.booleans(), reward=st.booleans(),
+       data=st.data())
+def test_horizon_kernel_backs_up_only_what_reaches_the_initial_state(model, lo, width, maximise, reward, data):
+    from mopmc.engine import numba_kernels as nk
+
+    n = model.n_states
+    hi = lo + width
+    if reward:
+        rewards = np.asarray(model.reward("r0"), np.float64)
+        one = zero = np.zeros(n, np.bool_)
+    else:
+        rewards = np.zeros(model.n_choices)
+        one = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), np.bool_)
+        zero = np.array(data.draw(st.lists(st.booleans(), min_size=n, max_size=n)), np.bool_)
+    want = _full_backups(model, rewards, hi + 1, lo, hi, maximise, one, zero)
+    for start in {0, n - 1}:
+        got = nk.horizon_backups(model.row_groups, model.indptr, model.targets, model.probs, rewards, hi + 1, lo, hi,
+                                 maximise, one, zero, start)
+        assert got == want[start], (start, got, want[start])
+
+
+def test_horizon_kernel_on_a_long_chain_reads_only_reachable_layers():
+    """A chain 0 -> 1 -> ... -> 999 with reward 1 a step: C<=k collects k from state 0 (and from the
+    start of the chain whatever k is past the end: 999)."""
+    from mopmc.engine import numba_kernels as nk
+    from mopmc.model.sparse_mdp import SparseMDP
+
+    n = 1000
+    targets = list(range(1, n)) + [n - 1]
+    m = SparseMDP.from_arrays(list(range(n + 1)), list(range(n + 1)), targets, [1.0] * n,
+                              rewards={"r": np.r_[np.ones(n - 1), 0.0]})
+    no = np.zeros(n, np.bool_)
+    r = np.asarray(m.reward("r"), np.float64)
+    for k, start, want in ((5, 0, 5.0), (1200, 0, 999.0), (5, 997, 2.0), (0, 0, 0.0)):
+        assert nk.horizon_backups(m.row_groups, m.indptr, m.targets, m.probs, r, k, 0, k - 1, True, no, no, start) == want
+
+
 # ------------------------------------------------------------------ lower bounds: a dynamic program
 def _until_dp(model, phi, psi, lo, hi, sense, tail):
     """Optimal P[phi U[lo,hi] psi] from the initial state by backward induction over the steps;

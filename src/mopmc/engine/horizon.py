@@ -36,7 +36,5 @@ def horizon_value(model: SparseMDP, o: Objective) -> float:
         rewards = np.zeros(model.n_choices)
         stop_one = np.ascontiguousarray(o.target_mask(model), np.bool_)
         stop_zero = np.ascontiguousarray(~o.hold_mask(model), np.bool_)  # (before the window a target goes on)
-    value = np.zeros(n, np.float64)
-    nk.horizon_backups(model.row_groups, model.indptr, model.targets, model.probs, rewards, hi + 1, lo, hi,
-                       o.sense == "max", stop_one, stop_zero, value)
-    return float(value[model.initial])
+    return float(nk.horizon_backups(model.row_groups, model.indptr, model.targets, model.probs, rewards, hi + 1,
+                                    lo, hi, o.sense == "max", stop_one, stop_zero, model.initial))

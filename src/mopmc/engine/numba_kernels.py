@@ -1120,24 +1120,63 @@ def pad_fill(target, prob, dens, neg, RR, choice, slot_base, over_slot, over_tar
 
 
 @_lazy
-def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, maximise, stop_one, stop_zero, value):
-    """Finite-horizon backward induction of one objective: ``steps`` backups of
-    ``value[s] <- opt_c (rewards[c] + sum_k probs[k] value[targets[k]])`` into ``value`` (the
-    values after step ``steps``, updated in place to those at step 0). At step ``t`` (counted
-    down from ``steps - 1`` to 0), a state with ``stop_one`` is worth 1 when ``lo <= t <= hi``, and
-    one with ``stop_zero`` (and not that) is worth 0 (a probability objective's target and the
-    states failing its left side); pass all-False masks for a cumulative reward."""
+def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, maximise, stop_one, stop_zero, initial):
+    """Finite-horizon backward induction of one objective from the state ``initial``: ``steps``
+    backups of ``V_t[s] = opt_c (rewards[c] + sum_k probs[k] V_{t+1}[targets[k]])`` with
+    ``V_steps = 0``; returns ``V_0[initial]``. At step ``t`` (counted down from ``steps - 1`` to 0),
+    a state with ``stop_one`` is worth 1 when ``lo <= t <= hi``, and one with ``stop_zero`` (and not
+    that) is worth 0 (a probability objective's target and the states failing its left side); pass
+    all-False masks for a cumulative reward.
+
+    Step ``t`` backs up only the states within ``t`` steps of ``initial`` (the first ``within[t]``
+    states of a breadth-first order that does not expand states whose value is fixed): their
+    successors are within ``t + 1`` steps, so what they read was backed up at step ``t + 1``, and no
+    other state's value reaches ``V_0[initial]``. A model whose states are reached step by step (a
+    step counter, a layered design) costs the states it can reach, not ``steps`` passes over all
+    of them; where everything is reached in a few steps it costs what the plain passes cost."""
     n = row_groups.shape[0] - 1
-    nxt = np.empty(n, np.float64)
+    if steps <= 0:
+        return 0.0
+    # breadth-first order from initial; within[t] = how many states are within t steps
+    fixed_one = lo == 0  # then a target is worth 1 at every step of the horizon: nothing past it counts
+    order = np.empty(n, np.int64)
+    seen = np.zeros(n, np.bool_)
+    within = np.empty(steps, np.int64)
+    order[0] = initial
+    seen[initial] = True
+    size = 1
+    head = 0
+    for t in range(steps):
+        end = size
+        if t > 0:
+            for i in range(head, end):
+                s = order[i]
+                if stop_zero[s] or (stop_one[s] and fixed_one):  # its value never reads a successor
+                    continue
+                for c in range(row_groups[s], row_groups[s + 1]):
+                    for k in range(indptr[c], indptr[c + 1]):
+                        u = targets[k]
+                        if not seen[u]:
+                            seen[u] = True
+                            order[size] = u
+                            size += 1
+            head = end
+        within[t] = size
+        if size == head:  # nothing new: every later step backs up the same states
+            for r in range(t + 1, steps):
+                within[r] = size
+            break
+    nxt = np.zeros(n, np.float64)
+    cur = np.zeros(n, np.float64)
     for t in range(steps - 1, -1, -1):
-        nxt[:] = value
         inside = lo <= t <= hi
-        for s in range(n):
+        for i in range(within[t]):
+            s = order[i]
             if stop_one[s] and inside:
-                value[s] = 1.0
+                cur[s] = 1.0
                 continue
             if stop_zero[s]:
-                value[s] = 0.0
+                cur[s] = 0.0
                 continue
             best = 0.0
             first = True
@@ -1148,8 +1187,9 @@ def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, 
                 if first or (acc > best if maximise else acc < best):
                     best = acc
                     first = False
-            value[s] = best
-    return value
+            cur[s] = best
+        cur, nxt = nxt, cur
+    return nxt[initial]
 
 
 @_lazy
