@@ -77,6 +77,12 @@ def test_select_rejects_bad_sizes_and_filters():
     assert [c.key for c in select(cells, families="b")] == ["B-2"]
     with pytest.raises(BenchInputError, match="--sizes"):
         select(cells, sizes="A:20..40")
+    # a size no cell can have matched nothing: "no benchmark cell matches" did not say which
+    with pytest.raises(BenchInputError, match=r"--sizes 'A:abc': bad size 'abc' for family A; expected a number"):
+        select(cells, sizes="A:abc")
+    with pytest.raises(BenchInputError, match=r"bad size '3' for family C; expected TEAMxOBJECTIVES"):
+        select(cells, sizes="C:3")
+    assert [c.key for c in select(cells, sizes="20")] == ["A-20"]
 
 
 def test_bad_option_is_one_line_error(tmp_path):
@@ -87,6 +93,13 @@ def test_bad_option_is_one_line_error(tmp_path):
     done = subprocess.run([sys.executable, "-m", "mopmc", "bench", "--models", str(tmp_path / "none")],
                           capture_output=True, text=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no reference-model folder" in done.stderr
+    for args, words in ((["--families", "Z", "--report-only"], "--families 'Z'"),  # was exit 0
+                        (["--queries", "storm,,convex"], "--queries 'storm,,convex': an entry is empty"),
+                        (["--sizes", "A:abc", "--families", "A"], "--sizes 'A:abc': bad size 'abc'")):
+        done = subprocess.run([sys.executable, "-m", "mopmc", "bench", *args, "--out", str(tmp_path / "out")],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and words in done.stderr, done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def _fake_measure(calls):

@@ -42,6 +42,8 @@ def test_soft_with_target_is_an_error():
     (["--loss", "mae"], ["--loss", "mae"]),
     (["--target", "1,x"], ["--target"]),
     (["--target", "1"], ["expected 2"]),
+    (["--target", "1,nan"], ["--target '1,nan': nan is not a finite number"]),  # said "got 2"
+    (["--target", "1,,2"], ["--target '1,,2': an entry is empty"]),
     (["--eps-rel", "nan"], ["--eps-rel", "nan"]),
     (["--eps-abs", "inf"], ["--eps-abs", "inf"]),
     (["--eps-rel", "-1"], ["--eps-rel", "-1"]),
@@ -93,6 +95,24 @@ def test_binding_file_of_design_build_exports_a_runtime_scheduler(tmp_path):
     old.write_text(json.dumps(doc))
     r = run_mopmc("convex", model, "--prop", prop, "--soft", "--export-scheduler", sched, "--binding", old)
     assert_one_line_error(r, "--binding", "metric scores")
+    # each key of the binding file is checked (these were accepted, or named wrongly), the episode
+    # length against the model, and nothing is exported
+    sched.unlink()
+    cases = [(lambda d: d.update(n="forty"), "n: expected an integer >= 1 (the episode length), got 'forty'"),
+             (lambda d: d.update(extra=1), "unknown key(s) extra; allowed: configuration"),
+             (lambda d: d.update(n=7), "n: the binding is for episodes of 7 steps, the model's tc reaches 6"),
+             (lambda d: d.update(format="other/1"), "format: expected 'mopmc-switch-binding/1'"),
+             (lambda d: d["configurations"][0].update(index=9), "configurations[0].index: expected 1"),
+             (lambda d: d["configurations"][0].update(colour=1), "configurations[0]: unknown key(s) colour"),
+             (lambda d: d.update(secondary_locations=["zzz"]), "secondary_locations: expected a list of names from locations"),
+             (lambda d: d.update(k=-1), "k: expected an integer >= 0")]
+    for mutate, words in cases:
+        doc = json.loads(binding.read_text())
+        mutate(doc)
+        old.write_text(json.dumps(doc))
+        r = run_mopmc("convex", model, "--prop", prop, "--soft", "--export-scheduler", sched, "--binding", old)
+        assert_one_line_error(r, f"--binding {old}: {words}")
+        assert not sched.exists()
 
 
 def test_table3_exports_for_the_runtime_with_the_binding_beside_the_model(tmp_path):

@@ -241,6 +241,11 @@ def test_missing_entry_names_the_file_and_the_option(tmp_path):
     assert "missing='first'" not in r.stderr
     ev = _evaluate("example:tradeoff", single, 'R{"time"}min=? [C]', "--missing", "first")
     assert ev["defaulted_states"] == 1
+    # the table says it too, as docs/formats.md promises (only the JSON did)
+    r = run_mopmc("evaluate", "example:tradeoff", "--scheduler", single, "--prop", 'R{"time"}min=? [C]',
+                  "--missing", "first")
+    assert r.code == 0, r.stderr
+    assert "--missing first: 1 reachable state(s) without an entry took their first choice" in " ".join(r.stdout.split())
 
 
 def test_an_old_check_export_says_to_export_again(tmp_path):

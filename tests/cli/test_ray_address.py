@@ -74,3 +74,52 @@ def test_the_library_call_checks_the_address_before_ray_init():
     with pytest.raises(ConfigError, match=rf"--ray 127\.0\.0\.1:{port}: cannot connect to 127\.0\.0\.1:{port}"):
         list(ray_adapter.run_jobs(f"127.0.0.1:{port}", abs, [(-1,)]))
     assert time.monotonic() - start < 30
+
+
+def _fake_cluster(monkeypatch):
+    """A TCP listener (the address probe passes) and a ``ray.init`` that logs to fd 2, as Ray's C++
+    core does while it retries, then fails as Ray does against something that is not a Ray cluster."""
+    import os
+
+    ray = pytest.importorskip("ray")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+
+    def init(**kwargs):
+        os.write(2, b"[2026-01-01 W 1 1] gcs_client.cc:210: Failed to get cluster ID from GCS server\n")
+        raise ConnectionError(f"Failed to connect to Ray cluster at {kwargs['address']}")
+
+    monkeypatch.setattr(ray, "init", init)
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    return server
+
+
+def test_a_failed_ray_connection_is_one_line_without_rays_log(monkeypatch, capfd):
+    server = _fake_cluster(monkeypatch)
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    with server, pytest.raises(ConfigError, match=rf"--ray {address}: cannot connect to Ray \(Failed to connect"):
+        ray_adapter.connect(address)
+    assert capfd.readouterr().err == ""  # Ray's C++ lines did not reach stderr
+
+
+@pytest.mark.parametrize("command", [
+    ["design", "sensitivity", "--n", "3", "--no-plot"],
+    ["rt", "experiment", "table4", "--episodes", "1"],
+])
+def test_a_ray_address_that_is_not_a_cluster_fails_before_the_output_folder(monkeypatch, capfd, tmp_path, command):
+    """(sensitivity wrote OUT/spec.json, and both printed Ray's retry lines, before the error line)"""
+    import sys
+
+    from mopmc.cli.main import main
+
+    server = _fake_cluster(monkeypatch)
+    address = f"127.0.0.1:{server.getsockname()[1]}"
+    monkeypatch.setattr(sys, "argv", ["mopmc", *command, "--out", str(tmp_path / "out"), "--ray", address])
+    with server, pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 2
+    err = capfd.readouterr().err
+    assert err.splitlines() == [f"error: --ray {address}: cannot connect to Ray (Failed to connect to Ray cluster at "
+                                f"{address})"], err
+    assert not (tmp_path / "out").exists()

@@ -205,6 +205,10 @@ def _auto(s):
     # a switch spec with automata of its own built SW2 and ignored them
     (lambda s: s.update(switch={"parameters": "table3"}), ["bad.yaml: a switch spec is built from its parameters alone; "
                                                           "it takes no actions, automata, probabilities, rewards"]),
+    # an internal error (IndexError) and a message without the spec file and key
+    (lambda s: s.update(automata=[]), ["bad.yaml: automata: expected a non-empty list"]),
+    (lambda s: (s.clear(), s.update(switch={"parameters": "nonexist.yaml"})),
+     ["bad.yaml: switch.parameters: parameter file", "nonexist.yaml not found"]),
 ])
 def test_malformed_specs_are_named_errors(tmp_path, mutate, fragments):
     path = tmp_path / "bad.yaml"
@@ -307,6 +311,9 @@ def test_cli_bad_inputs_and_output_paths_give_one_line(tmp_path):
         (["build", "paper-switch", "--out", tmp_path / "m.prism", "--n", "100000"], ["--n 100000: the episode length"]),
         (["build", "paper-switch", "--out", tmp_path / "m.prism", "--params", params], ["p.yaml: n: 'forty' is not an integer"]),
         (["build", spec, "--out", tmp_path / "m.prism", "--params", params], ["--params", "expected a mapping with 'probabilities'"]),
+        # a network spec's own keys in its --params file were ignored
+        (["build", spec, "--out", tmp_path / "m.prism", "--params", spec],
+         ["--params", "tiny.yaml: unknown key(s) 'actions', 'automata', 'name', 'rewards'; allowed: probabilities"]),
         (["show", spec, "--out", tmp_path / "none" / "n.dot"], ["--out", "does not exist"]),
         (["show", "paper-switch", "--out", tmp_path / "folder.prism"], ["--out", "is a directory"]),
     ]

@@ -179,6 +179,8 @@ def test_cli_bad_input(tmp_path):
     out = ["--out", tmp_path / "x"]
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--levels", "0.1,1.5"), "--levels")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--levels", "a,b"), "--levels")
+    assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--levels", "0.1,,0.2"),
+                          "--levels '0.1,,0.2': an entry is empty")  # was dropped silently
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--loss", "huber"), "--loss")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--engine", "lp"), "--engine")
     assert_one_line_error(run_mopmc("design", "sensitivity", *out, "--device", "cuda"), "--device")

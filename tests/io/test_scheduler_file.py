@@ -61,6 +61,8 @@ BAD = [  # (name, base document, mutation, words of the message)
     ("model not an object", RANDOMISED, lambda d: d.update(model=[4, 5]), ["model: expected an object"]),
     ("version true", RANDOMISED, lambda d: d.update(version=True), ["not a mopmc-scheduler version 1 file"]),
     ("point not numbers", RANDOMISED, lambda d: d.update(point="x"), ["point: expected a list of numbers"]),
+    ("point with NaN", RANDOMISED, lambda d: d.update(point=[float("nan"), 4.0]),
+     ["point[0]: expected a finite number", "nan"]),
     ("deterministic with two choices", RANDOMISED, lambda d: d.update(kind="deterministic"),
      ["entries[0].choices", "deterministic", "2 choices"]),
     ("mixture weight as a string", MIXTURE, lambda d: d["components"][0].update(weight="0.5"),
@@ -193,10 +195,23 @@ def test_a_broken_design_binding_document_names_the_key():
     from mopmc.design.spec import load_design
 
     doc = {"format": "mopmc-switch-binding/1", "metrics": [], "timestep": "tc", "consecutive_calls": "cc",
-           "configuration": "conf", "location": "SW0_loc", "locations": ["s0", "ss_exit"], "k": 4, "recorders": {},
+           "configuration": "conf", "location": "SW0_loc", "locations": ["s0", "ss_exit"], "n": 8, "k": 4, "recorders": {},
            "configurations": [{"index": 1}]}
     with pytest.raises(SchedulerError, match=r"configurations\[0\]: expected an object \{index, name, t, controller\}"):
         runtime_binding(doc)
     with pytest.raises(SchedulerError, match="locations: expected a list of location names"):
         runtime_binding({**doc, "locations": ["a"]})
     assert runtime_binding(load_design("paper-switch"))["min_consecutive_calls"] == 4
+
+
+def test_evaluate_checks_the_binding_as_the_runtime_does(tmp_path):
+    """A negative k or one action for stay and exit: refused by mopmc evaluate as by rt simulate."""
+    binding = {"timestep": "tc", "consecutive_calls": "cc", "configuration": "conf",
+               "locations": {"choose": {"sm": 0}, "exit_check": {"ss": 5}}, "actions": {"stay": "re_s", "exit": "ex_s"},
+               "configurations": [{"name": "C1", "t": 0.2, "controller": 1}]}
+    for change, words in (({"min_consecutive_calls": -3}, ["binding.min_consecutive_calls", "integer >= 0", "-3"]),
+                          ({"actions": {"stay": "re_s", "exit": "re_s"}}, ["binding.actions", "the same action"])):
+        path = tmp_path / "s.json"
+        path.write_text(json.dumps({**RANDOMISED, "binding": {**binding, **change}}))
+        r = run_mopmc("evaluate", files.tradeoff, "--scheduler", path, "--prop", PROP, "--missing", "first")
+        assert_one_line_error(r, "s.json", *words)

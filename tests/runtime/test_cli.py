@@ -47,6 +47,9 @@ def test_bad_scheduler_and_config(tmp_path, write_json):
     doc = scheduler_doc([choose_entry(0, {1: 0.5})], kind="randomised")
     code, out = invoke(["simulate", "--switch", str(write_json(doc))])
     assert code == 2 and "sum to 0.5" in out
+    doc = scheduler_doc([choose_entry(0, {1: 1.0})], k=-3)  # an internal error before: k must be >= 0
+    code, out = invoke(["simulate", "--switch", str(write_json(doc)), "--json"])
+    assert code == 2 and "binding.min_consecutive_calls: expected an integer >= 0, got -3" in out
     cfg = tmp_path / "c.json"
     cfg.write_text(json.dumps({"env": {"lanes": 4, "speed": 3}}))
     code, out = invoke(["simulate", "--config", str(cfg)])

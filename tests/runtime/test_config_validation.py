@@ -135,6 +135,7 @@ def test_cli_simulate_rejects_bad_option_values(args, fragment) -> None:
     ("table4", ["--bootstrap", "-1"], "--bootstrap must be >= 0"),
     ("table4", ["--delays", "inf"], "--delays: need positive average delays"),  # failed mid-sweep, under the progress bar
     ("table4", ["--agent", "nosuch.zip"], "--agent: agent file 'nosuch.zip' does not exist"),
+    ("table4", ["--agent", "foo:x.zip"], "--agent foo:x.zip: unknown algorithm 'foo'; known: ddpg, td3"),  # said: no file
     ("table4", ["--workers", "-2"], "--workers must be >= 0"),
     ("table1", ["--workers", "-1"], "--workers must be >= 0"),
     ("table1", ["--delays", "1e9"], "exceed the episode duration"),

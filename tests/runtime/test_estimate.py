@@ -182,7 +182,43 @@ def test_cli_errors_are_one_line(tmp_path: Path) -> None:
     r = CliRunner().invoke(app, ["estimate", str(bad), "--out", str(tmp_path / "p.yaml"), "--ttc-score", "1", "--hw-score", "1"])
     assert r.exit_code == 2 and "not a runtime step log" in r.output
     r = CliRunner().invoke(app, ["estimate", str(bad), "--out", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2 and "not a runtime step log" in r.output  # the log's defect before a missing option
+    recs = [StepRecord(0, i, float(i + 1), 0.1, 0.1, None, "primary", None, None, None, None, 5.0, 2.0, False, 1)
+            for i in range(3)]
+    good = tmp_path / "good.csv"
+    write_log(good, [EpisodeResult(0, tuple(recs), False)])
+    r = CliRunner().invoke(app, ["estimate", str(good), "--out", str(tmp_path / "p.yaml")])
     assert r.exit_code == 2 and "--reference" in r.output
+    for args, words in (([str(tmp_path / "nonexist")], "nonexist: log not found"),  # asked for --reference first
+                        ([str(good), "--ttc-score", "1", "--hw-score", "1", "--ci", "foo"], "--ci 'foo': unknown interval"),
+                        ([str(good), "--ttc-score", "1", "--hw-score", "1", "--level", "1.5"], "--level 1.5: the confidence")):
+        r = CliRunner().invoke(app, ["estimate", *args, "--out", str(tmp_path / "p.yaml")])
+        assert r.exit_code == 2 and words in r.output and r.output.count("\n") == 1, r.output
+    sweep = tmp_path / "sweep"
+    sweep.mkdir()
+    (sweep / "sweep.json").write_text('{"format": 5}')
+    r = CliRunner().invoke(app, ["estimate", str(sweep), "--out", str(tmp_path / "p.yaml")])
+    assert r.exit_code == 2 and "sweep.json is a sweep manifest" in r.output and "readable sweep episode file" not in r.output
+    assert not (tmp_path / "p.yaml").exists()
+
+
+@pytest.mark.parametrize("change, words", [
+    # the runtime never writes these; they were counted as given
+    ({"controller": "zzz"}, "controller: unknown controller 'zzz' (known: primary, 1, 2"),
+    ({"ttc": -7.0}, "ttc: expected a number >= 0, got -7.0"),
+    ({"cost": 9}, "cost: expected 2 for a secondary step, got 9"),
+    ({"cc": -4}, "cc: expected a number >= 0, got -4"),
+])
+def test_step_records_the_runtime_cannot_write_are_refused(tmp_path: Path, change, words) -> None:
+    recs = [StepRecord(0, 0, 1.0, 0.1, 0.1, "C1", "primary", None, None, None, None, 5.0, 2.0, False, 1),
+            StepRecord(0, 1, 2.0, 0.3, 0.2, "C1", "1", 0, True, False, False, 5.0, 2.0, False, 2)]
+    recs[1] = recs[1]._replace(**change)
+    log = tmp_path / "s.csv"
+    write_log(log, [EpisodeResult(0, tuple(recs), False)])
+    r = CliRunner().invoke(app, ["estimate", str(log), "--out", str(tmp_path / "p.yaml"), "--ttc-score", "1",
+                                 "--hw-score", "1"])
+    assert r.exit_code == 2 and r.output.count("\n") == 1, r.output
+    assert f"s.csv:3: bad step record ({words}" in r.output
 
 
 def test_a_log_given_twice_or_copied_is_refused(tmp_path: Path) -> None:

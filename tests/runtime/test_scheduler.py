@@ -85,6 +85,12 @@ def _break(doc, how):
         (lambda d: d["entries"][0]["state"].pop("tc"), "lacks variable 'tc'"),
         (lambda d: d["binding"].update(timestep="ts"), "ts not in model.variables"),
         (lambda d: d["entries"][1]["choices"][0].update(action="go"), "'go' is neither the stay action"),
+        # the checks mopmc evaluate makes too (one set of rules for both readers)
+        (lambda d: d["binding"].update(min_consecutive_calls=-3),
+         "binding.min_consecutive_calls: expected an integer >= 0, got -3"),
+        (lambda d: d["binding"].update(actions={"stay": "re_s", "exit": "re_s"}),
+         "binding.actions: stay and exit are the same action"),
+        (lambda d: d.update(objectives=[], point=[]), "objectives: expected a non-empty list"),
     ],
 )
 def test_bad_files_give_one_clear_error(write_json, mutate, fragment):

@@ -73,3 +73,13 @@ def test_table1_on_ray_gives_the_same_rows(tmp_path):
     finally:
         ray.shutdown()
     assert on_ray.rows == run_table1(tmp_path / "local", spec, workers=0, plot=False).rows
+
+
+@pytest.mark.parametrize("delays, fragment", [
+    ("0.1,,0.2", "--delays '0.1,,0.2': an entry is empty"),  # the empty entry was dropped silently
+    ("0.1,", "--delays '0.1,': an entry is empty"),
+    ("", "--delays: give at least one delay spec"),
+])
+def test_an_empty_delay_entry_is_refused(delays, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        Table1Spec.from_options(delays=delays, episodes=2, agent="idm", vehicles=None, seed=0, config=None, bootstrap=10)

@@ -103,6 +103,9 @@ def test_identical_method_has_zero_difference(table) -> None:
 
 def test_bad_options_are_one_line_errors(tmp_path: Path) -> None:
     for extra, message in ((["--methods", "C9"], "unknown switch"), (["--delays", "0.1,x"], "--delays"),
-                           (["--scheduler", str(tmp_path / "nope.json")], "file not found"), (["--episodes", "1"], ">= 2")):
+                           (["--scheduler", str(tmp_path / "nope.json")], "file not found"), (["--episodes", "1"], ">= 2"),
+                           # an empty list ran a table of 'none' alone (exit 0), an empty entry was dropped
+                           (["--methods", ""], "--methods: give at least one method"),
+                           (["--delays", "0.1,,0.2"], "--delays '0.1,,0.2': an entry is empty")):
         r = CliRunner().invoke(app, ["experiment", "table4", "--out", str(tmp_path / "o"), *extra])
         assert r.exit_code == 2 and message in r.output, (extra, r.output)

@@ -151,6 +151,16 @@ def test_a_shorter_run_over_a_finished_one_is_refused(uninterrupted):
         ({"ddpg": {"actor": [0]}}, "ddpg.actor"),
         ({"ddpg": {"learning_rate": "fast"}}, "ddpg.learning_rate"),
         ({"total_steps": -1}, "total_steps"),
+        # the actual limits (was "expected int like 20000"), and values SB3 failed on with a traceback
+        ({"total_steps": -5}, "total_steps: expected an integer >= 1, got -5"),
+        ({"eval_episodes": -1}, "eval_episodes: expected an integer >= 1, got -1"),
+        ({"eval_episodes": 0}, "eval_episodes: expected an integer >= 1, got 0"),
+        ({"seed": -1}, "seed: expected an integer >= 0, got -1"),
+        ({"ddpg": {"learning_rate": -1}}, "ddpg.learning_rate: expected a number > 0, got -1"),
+        ({"ddpg": {"learning_rate": 0}}, "ddpg.learning_rate: expected a number > 0, got 0"),
+        ({"ddpg": {"action_noise": -0.1}}, "ddpg.action_noise: expected a number >= 0, got -0.1"),
+        ({"ddpg": {"batch_size": 0}}, "ddpg.batch_size: expected an integer >= 1, got 0"),
+        ({"interface": {"target_speed": -3}}, "interface.target_speed: expected a number > 0, got -3"),
         ({"eval_seed": 0}, "eval_seed"),
         ({"simulator": "turbo"}, "simulator: expected one of stock, fast"),
         ({"env": {"policy_frequency": 0}}, "env.policy_frequency"),
@@ -169,6 +179,11 @@ def test_cli_rejects_a_bad_config_in_one_line_with_exit_2(tmp_path):
     assert result.exit_code == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "ddpg: unknown key(s) batch" in lines[0] and "bad.yaml" in lines[0]
+    bad.write_text("ddpg: {learning_rate: -1}\n")  # SB3's ValueError, after train_config.json was written
+    result = CliRunner().invoke(app, ["train", str(bad), "--out", str(tmp_path / "out"), "--no-progress"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: {bad}: ddpg.learning_rate: expected a number > 0, got -1"
+    assert not (tmp_path / "out").exists()
 
 
 def test_shipped_agent_is_package_data_with_its_metadata_and_meets_the_bar():

@@ -112,6 +112,13 @@ def _parse_sizes(text: str) -> list[tuple[str | None, str, str]]:
         if not m:
             raise BenchInputError(f"--sizes {text!r}: bad entry {part!r}; use e.g. A:20-100,B:2-10,C:3x02")
         fam, lo, hi = m.group(1), m.group(2), m.group(3) or m.group(2)
+        for size in (lo, hi):  # A and B are sized by a number, C by TEAMxOBJECTIVES: another size matched no cell
+            if not (size.isdigit() if fam and fam.upper() in "AB" else
+                    re.fullmatch(r"\d+x\d+", size) if fam else re.fullmatch(r"\d+(x\d+)?", size)):
+                shape = {"A": "a number, e.g. A:20-100", "B": "a number, e.g. B:2-10",
+                         "C": "TEAMxOBJECTIVES, e.g. C:3x02"}.get(fam.upper() if fam else "", "a number or TEAMxOBJECTIVES")
+                raise BenchInputError(f"--sizes {text!r}: bad size {size!r}{f' for family {fam.upper()}' if fam else ''}; "
+                                      f"expected {shape}")
         specs.append((fam.upper() if fam else None, lo, hi))
     return specs
 

@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from mopmc.cli.common import run_cli
+from mopmc.cli.common import comma_list, run_cli
 
 app = typer.Typer(add_completion=False, pretty_exceptions_enable=False)
 
@@ -19,9 +19,9 @@ def bench_command(models, families, sizes, quick, queries, repeat, timeout, out,
     from mopmc.bench.runs import QUERIES
     from mopmc.bench.table5 import run_table5, write_outputs
 
-    chosen = tuple(q.strip() for q in queries.split(",") if q.strip())
+    chosen = comma_list(queries, "--queries", "query", "storm,convex")
     bad = [q for q in chosen if q not in QUERIES]
-    if bad or not chosen:
+    if bad:
         raise BenchInputError(f"--queries {queries!r}: unknown query {bad[0] if bad else '(none)'!r}; use {', '.join(QUERIES)}")
     if repeat < 1:
         raise BenchInputError(f"--repeat {repeat}: must be at least 1")
@@ -31,6 +31,7 @@ def bench_command(models, families, sizes, quick, queries, repeat, timeout, out,
     if out.exists() and not out.is_dir():
         raise BenchInputError(f"--out {out}: is a file, not a folder")
     if report_only:
+        select([], families, sizes, quick)  # the options are checked alike, though the report takes every record
         result = write_outputs(out)
     else:
         cells = select(all_cells(Path(models) if models else default_models_dir()), families, sizes, quick)

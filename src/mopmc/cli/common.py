@@ -8,7 +8,7 @@ import re
 import sys
 from typing import Any, Callable
 
-from mopmc.errors import ConstantError, MopmcError
+from mopmc.errors import ConfigError, ConstantError, MopmcError
 
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -35,14 +35,36 @@ def parse_consts(specs: list[str] | None) -> dict[str, str]:
     return out
 
 
+def comma_list(text: str, option: str, what: str, example: str, *, allow_none: bool = False) -> tuple[str, ...]:
+    """The entries of a comma-separated option, stripped: an empty entry (``0.1,,0.2``, a trailing
+    comma) is refused, not dropped, and so is an empty list unless ``allow_none``.
+
+    >>> comma_list("C1, C2", "--methods", "method", "C1,C2")
+    ('C1', 'C2')
+    """
+    if not text.strip():
+        if allow_none:
+            return ()
+        raise ConfigError(f"--{option.lstrip('-')}: give at least one {what}, e.g. {option} {example}")
+    parts = tuple(p.strip() for p in text.split(","))
+    if not all(parts):
+        raise ConfigError(f"{option} {text!r}: an entry is empty; give {what}s separated by single commas, "
+                          f"e.g. {option} {example}")
+    return parts
+
+
 def ray_option(value: str | None) -> str | None:
-    """Typer callback of the ``--ray ADDRESS`` options: an address that does not parse, or where
-    nothing listens, is refused while the arguments are parsed (one line, exit 2), before the
-    command starts or creates its output folder (:func:`mopmc.runtime.ray_adapter.check_address`)."""
+    """Typer callback of the ``--ray ADDRESS`` options: an address that does not parse, where
+    nothing listens, or where no Ray cluster answers is refused while the arguments are parsed (one
+    line, exit 2), before the command starts or creates its output folder
+    (:func:`mopmc.runtime.ray_adapter.connect`; the connection is kept for the command's tasks).
+    ``local`` is started by the command itself (with its --workers CPUs)."""
     if value is not None:
-        from mopmc.runtime.ray_adapter import check_address
+        from mopmc.runtime.ray_adapter import check_address, connect
 
         check_address(value)
+        if value != "local":
+            connect(value)
     return value
 
 

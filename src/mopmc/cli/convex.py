@@ -24,15 +24,18 @@ def parse_vector(text: str | None, option: str, m: int) -> list[float] | None:
     """``"1.9,0.22"`` -> floats; the count must match the objectives, and no entry is empty."""
     if text is None:
         return None
-    parts = text.split(",")
-    if any(not x.strip() for x in parts):
-        raise PropertyError(f"{option} {text!r}: an entry is empty; expected {m} comma-separated numbers, "
-                            f"e.g. {option} 1.9,0.22")
+    from mopmc.cli.common import comma_list
+
+    parts = comma_list(text, option, "number", "1.9,0.22")
     try:
         out = [float(x) for x in parts]
     except ValueError:
         raise PropertyError(f"{option} {text!r}: expected comma-separated numbers, e.g. {option} 1.9,0.22") from None
-    if len(out) != m or not all(math.isfinite(x) for x in out):
+    bad = [x for x, v in zip(parts, out) if not math.isfinite(v)]
+    if bad:
+        raise PropertyError(f"{option} {text!r}: {bad[0]} is not a finite number; expected {m} finite numbers "
+                            "(one per objective)")
+    if len(out) != m:
         raise PropertyError(f"{option} {text!r}: expected {m} finite numbers (one per objective), got {len(out)}")
     return out
 
@@ -122,10 +125,24 @@ def load_binding(spec: str | None):
             return runtime_binding(doc)
         except (SchedulerError, KeyError, TypeError, ValueError) as exc:
             raise PropertyError(f"--binding {spec}: {exc}") from None
+    if isinstance(doc, dict) and "format" in doc:  # (a runtime binding has no format key)
+        raise PropertyError(f"--binding {spec}: format: expected 'mopmc-switch-binding/1' (the binding file of "
+                            f"mopmc design build), got {doc['format']!r}")
     from mopmc.runtime.scheduler import read_binding
 
     read_binding(doc, f"--binding {spec}")  # the runtime's checks now, not after the query
     return doc
+
+
+def binding_steps(spec: str | None) -> int | None:
+    """The episode length ``n`` of a binding file of ``mopmc design build`` (read by :func:`load_binding`
+    first, which checked it); ``None`` for other bindings."""
+    if spec is None or not Path(spec).is_file():
+        return None
+    import json
+
+    doc = json.loads(Path(spec).read_text())
+    return doc.get("n") if isinstance(doc, dict) and doc.get("format") == "mopmc-switch-binding/1" else None
 
 
 def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps_abs, max_iter, engine,
@@ -174,7 +191,8 @@ def convex_command(model, prop, const, loss, target, weights, soft, eps_rel, eps
     if bind is not None:
         from mopmc.io.scheduler_file import check_binding
 
-        check_binding(loaded.model, bind, f"--binding {binding}")  # a binding for another model fails before the query
+        # a binding for another model fails before the query
+        check_binding(loaded.model, bind, f"--binding {binding}", steps=binding_steps(binding))
     # imported only now (0.24 s, scipy.sparse and the QP solver): the warm-up thread imports it
     # while the model is explored, which leaves the GIL free
     from mopmc.queries.convex import convex_query

@@ -9,7 +9,7 @@ from typing import List, Optional
 
 import typer
 
-from mopmc.cli.common import print_json, ray_option, run_cli
+from mopmc.cli.common import comma_list, print_json, ray_option, run_cli
 
 app = typer.Typer(help="Design switches as timed automata; build the MDP; draw the automata.", no_args_is_help=True,
                   add_completion=False, pretty_exceptions_enable=False)
@@ -120,7 +120,7 @@ def sensitivity(
         _check_n(n)
         one = _one_prop(prop) if prop else None  # a repeated --prop is refused, not cut to its last
         try:
-            lv = tuple(float(x) for x in levels.split(",") if x.strip())
+            lv = tuple(float(x) for x in comma_list(levels, "--levels", "level", "0.015,0.03"))
         except ValueError:
             raise ConfigError(f"--levels {levels!r}: give numbers in (0, 1), comma-separated") from None
         p = load_parameters(params if params is not None else "table3")

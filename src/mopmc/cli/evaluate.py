@@ -73,6 +73,8 @@ def evaluate_command(model: str, scheduler: str, prop: str | list[str], const, j
     table.add_column("value", justify="right")
     for o, v in zip(out["objectives"], out["values"]):
         table.add_row(o, f"{v:.10g}")
+    if missing == "first":  # docs/formats.md: --missing first reports how many states it defaulted
+        table.caption = f"--missing first: {ev.defaulted} reachable state(s) without an entry took their first choice"
     Console(markup=False).print(table)
 
 

@@ -154,8 +154,14 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
     from mopmc.runtime.estimate import (Score, episode_length, estimate_parameters, length_notes, load_logs,
                                         reference_hint, reference_scores, switched_note, write_parameters)
 
+    from mopmc.runtime.estimate import METHODS
+
     _seconds("--ttc-score", [] if ttc_score is None else [ttc_score])
     _seconds("--hw-score", [] if hw_score is None else [hw_score])
+    if method not in METHODS:
+        raise ConfigError(f"--ci {method!r}: unknown interval method; use {' or '.join(METHODS)}")
+    if not 0 < level < 1:
+        raise ConfigError(f"--level {level}: the confidence level must lie in (0, 1), e.g. 0.95")
     if n is not None:  # named as the option, before the logs are read (the written file's check would name --out)
         check_n(n, "--n")
     from mopmc.design.build import check_output
@@ -163,15 +169,15 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
     # as design build: a missing folder is an error, not created; an input is not overwritten
     check_output(out, "--out", inputs=(("--config", config), ("--reference", reference), *(("LOGS", g) for g in logs)))
     cfg = load_config(config) if config is not None else RuntimeConfig()
+    loaded = load_logs(logs, cfg.controllers)  # a missing or malformed log is named before a missing option
     if reference is None and (ttc_score is None or hw_score is None):
         raise ConfigError("give --reference RUN (a run whose P10 TTC and P50 HW become the scores) or both "
                           "--ttc-score and --hw-score" + reference_hint(logs))
-    ref_logs = load_logs([reference]) if reference is not None else None
+    ref_logs = load_logs([reference], cfg.controllers) if reference is not None else None
     ref = reference_scores(ref_logs, str(reference)) if ref_logs is not None else None
     notes = [switched_note(ref_logs, str(reference))] if ref_logs is not None and (ttc_score is None or hw_score is None) else []
     ttc = Score(ttc_score, "given", {"source": "--ttc-score"}) if ttc_score is not None else ref[0]  # type: ignore[index]
     hw = Score(hw_score, "given", {"source": "--hw-score"}) if hw_score is not None else ref[1]  # type: ignore[index]
-    loaded = load_logs(logs)
     if n is not None:
         steps, n_from = n, "--n"
     else:

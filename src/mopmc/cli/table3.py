@@ -51,7 +51,7 @@ def _model(spec: str | None, binding_spec: str | None = None):
         return convert_design(design).model, runtime_binding(design), "paper-switch", None
     from mopmc.io.load import load
 
-    from mopmc.cli.convex import load_binding
+    from mopmc.cli.convex import binding_steps, load_binding
     from mopmc.errors import MopmcError
     from mopmc.io.scheduler_file import check_binding
 
@@ -63,11 +63,11 @@ def _model(spec: str | None, binding_spec: str | None = None):
     if sidecar:
         try:
             binding = load_binding(binding_spec)
-            check_binding(model, binding, binding_spec)
+            check_binding(model, binding, binding_spec, steps=binding_steps(binding_spec))
         except MopmcError as exc:  # not asked for: the export is then for evaluation, with a note why
             return model, None, spec, f"not a runtime file: {exc}"
     elif binding is not None:
-        check_binding(model, binding, f"--binding {binding_spec}")
+        check_binding(model, binding, f"--binding {binding_spec}", steps=binding_steps(binding_spec))
     return model, binding, spec, None
 
 

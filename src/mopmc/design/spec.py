@@ -241,11 +241,17 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
         path = Path(str(p))
         if not path.is_absolute() and str(p) != "table3":
             path = Path(source).parent / path
+        if str(p) != "table3" and not path.is_file():
+            raise ConfigError(f"{source}: switch.parameters: parameter file {path} "
+                              f"{'is a directory' if path.is_dir() else 'not found'} (built-in sets: table3)")
         return switch_design(load_parameters(path if str(p) != "table3" else "table3"))
     if "automata" not in top:
         raise ConfigError(f"{source}: a spec needs 'automata' (or 'switch')")
     actions = set(_names(top["actions"], f"{source}: actions")) if top.get("actions") is not None else None
-    automata = tuple(_automaton(a, f"{source}: automata[{i}]", actions) for i, a in enumerate(_list(top["automata"], f"{source}: automata")))
+    automata_data = _list(top["automata"], f"{source}: automata")
+    if not automata_data:
+        raise ConfigError(f"{source}: automata: expected a non-empty list")
+    automata = tuple(_automaton(a, f"{source}: automata[{i}]", actions) for i, a in enumerate(automata_data))
     rewards = {}
     for name, items in _mapping(top.get("rewards"), f"{source}: rewards").items():
         out = []
@@ -269,6 +275,7 @@ def parse_design(data: Any, source: str, params: str | Path | None = None) -> De
         if not isinstance(doc, Mapping) or "probabilities" not in doc:
             raise ConfigError(f"--params {params}: expected a mapping with 'probabilities' (table, delays) for the "
                               f"network spec {source}")
+        _keys(doc, {"probabilities"}, f"--params {params}")
         prob_data, prob_where = doc["probabilities"], f"{params}: probabilities"
     provider = probabilities(prob_data, prob_where)
     _check_probabilities(network, provider, prob_where)

@@ -37,3 +37,8 @@ def storm_output():
         os.dup2(saved_err, 2)
         for fd in (saved_out, saved_err, sink):
             os.close(fd)
+
+
+#: the same descriptor-level redirection for other native code that logs to fd 1 and 2 (Ray's C++
+#: core while ``ray.init`` connects: its retry lines would precede our one error line)
+native_output = storm_output

@@ -210,10 +210,20 @@ def write_document(path: str | Path, doc: dict) -> Path:
     return path
 
 
-def check_binding(model: SparseMDP, binding: Mapping, where: str = "--binding", *, in_file: bool = False) -> None:
+def check_binding(model: SparseMDP, binding: Mapping, where: str = "--binding", *, in_file: bool = False,
+                  steps: int | None = None) -> None:
     """Refuse a runtime binding that does not fit ``model`` (before a long query, not at its export).
-    ``in_file``: ``where`` is a scheduler file holding the binding (messages then name the key ``binding``)."""
+    ``in_file``: ``where`` is a scheduler file holding the binding (messages then name the key ``binding``);
+    ``steps``: the episode length ``n`` of the binding document of ``mopmc design build``, which
+    the model's timestep must reach (a binding of another n would not fit the runtime's episodes)."""
     _runtime_filter(model, binding, where, in_file=in_file)
+    if steps is not None and model.valuations is not None:
+        names = list(model.valuations.names)
+        ts = model.valuations.values[:, names.index(binding["timestep"])]
+        reached = int(ts.max()) if ts.size else 0
+        if reached != steps:
+            raise SchedulerError(f"{where}: n: the binding is for episodes of {steps} steps, the model's "
+                                 f"{binding['timestep']} reaches {reached}; is the binding for another model?")
 
 
 def _runtime_filter(model: SparseMDP, binding: Mapping | None, where: str = "--binding", *, in_file: bool = False):
@@ -307,18 +317,32 @@ def runtime_binding(design) -> dict:
     }
 
 
+#: the keys of a ``mopmc-switch-binding/1`` document (:func:`mopmc.design.switch.binding`)
+BINDING_DOCUMENT_KEYS = {"format", "timestep", "consecutive_calls", "configuration", "location", "locations",
+                         "primary_locations", "secondary_locations", "recorders", "metrics", "n", "k", "configurations"}
+
+
 def _check_binding_document(b: Mapping) -> None:
     """The keys :func:`runtime_binding` reads from a ``mopmc-switch-binding/1`` document, checked by name."""
     def bad(key: str, expected: str) -> SchedulerError:
         return SchedulerError(f"{key}: expected {expected}, got {b.get(key.split('[')[0])!r}; "
                               "rebuild the binding with mopmc design build")
 
+    unknown = sorted(set(b) - BINDING_DOCUMENT_KEYS, key=str)
+    if unknown:
+        raise SchedulerError(f"unknown key(s) {', '.join(map(str, unknown))}; allowed: "
+                             f"{', '.join(sorted(BINDING_DOCUMENT_KEYS))}")
     for key in ("timestep", "consecutive_calls", "configuration", "location"):
         if not isinstance(b.get(key), str):
             raise bad(key, "a variable name")
     locs = b.get("locations")
-    if not isinstance(locs, list) or "s0" not in locs or "ss_exit" not in locs:
+    if not isinstance(locs, list) or not all(isinstance(x, str) for x in locs) or "s0" not in locs or "ss_exit" not in locs:
         raise bad("locations", "a list of location names with s0 and ss_exit")
+    for key in ("primary_locations", "secondary_locations"):
+        if key in b and (not isinstance(b[key], list) or not all(isinstance(x, str) and x in locs for x in b[key])):
+            raise bad(key, "a list of names from locations")
+    if not _is_int(b.get("n")) or b["n"] < 1:
+        raise bad("n", "an integer >= 1 (the episode length)")
     if not _is_int(b.get("k")) or b["k"] < 0:
         raise bad("k", "an integer >= 0")
     if not isinstance(b.get("recorders"), dict):
@@ -338,6 +362,15 @@ def _check_binding_document(b: Mapping) -> None:
         if (not isinstance(c, dict) or not isinstance(c.get("name"), str) or not _is_int(c.get("index"))
                 or not _is_number(c.get("t")) or "controller" not in c):
             raise SchedulerError(f"configurations[{i}]: expected an object {{index, name, t, controller}}, got {c!r}")
+        extra = sorted(set(c) - {"index", "name", "t", "controller", "paper_label"}, key=str)
+        if extra:
+            raise SchedulerError(f"configurations[{i}]: unknown key(s) {', '.join(map(str, extra))}; "
+                                 "allowed: controller, index, name, paper_label, t")
+        if c["index"] != i + 1:  # the value of the configuration variable: design build numbers them from 1
+            raise SchedulerError(f"configurations[{i}].index: expected {i + 1} (configurations are numbered from 1 "
+                                 f"in order), got {c['index']!r}; rebuild the binding with mopmc design build")
+        if not _is_int(c["controller"]):
+            raise SchedulerError(f"configurations[{i}].controller: expected a controller number, got {c['controller']!r}")
 
 
 # ---------------------------------------------------------------------------------------- reading
@@ -519,6 +552,9 @@ def _check_point(name: str, point: Any, where: str, length: int) -> None:
     """A point: a list of numbers, one per objective (docs/formats.md: same order and length as objectives)."""
     if not isinstance(point, list) or not all(_is_number(x) for x in point):
         raise SchedulerError(f"{name}: {where}: expected a list of numbers, got {_short(point)}")
+    bad = [i for i, x in enumerate(point) if not np.isfinite(x)]
+    if bad:  # as the runtime's loader: a point is the value the query reported, always finite
+        raise SchedulerError(f"{name}: {where}[{bad[0]}]: expected a finite number, got {point[bad[0]]!r}")
     if len(point) != length:
         raise SchedulerError(f"{name}: {where}: {len(point)} value(s) for {length} objective(s); a point has one value "
                              "per entry of objectives, in the same order")

@@ -31,7 +31,7 @@ import hashlib
 import io
 import json
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -119,7 +119,22 @@ def _bool(text: str) -> bool:
     return text in ("True", "1", "true")
 
 
-def _read_csv(path: Path) -> list[EpisodeResult]:
+def _check_record(rec: StepRecord, controllers: Collection[str] | None) -> str | None:
+    """What is wrong with a step record the runtime cannot have written (``column: why``), or None."""
+    for f in ("time", "delay", "hold", "ttc", "headway", "cc"):
+        v = getattr(rec, f)
+        if v is not None and not v >= 0:  # (NaN too)
+            return f"{f}: expected a number >= 0, got {v!r}"
+    if controllers is not None and rec.controller != "primary" and rec.controller not in controllers:
+        return (f"controller: unknown controller {rec.controller!r} (known: primary, "
+                f"{', '.join(sorted(controllers))}; the runtime config's)")
+    expected = 1 if rec.controller == "primary" else 2  # the model's ctrl_cost: 1 primary, 2 secondary
+    if rec.cost != expected:
+        return f"cost: expected {expected} for a {'primary' if expected == 1 else 'secondary'} step, got {rec.cost}"
+    return None
+
+
+def _read_csv(path: Path, controllers: Collection[str] | None = None) -> list[EpisodeResult]:
     casts = (int, int, float, float, float, str, str, int, _bool, _bool, _bool, float, float, _bool, int)
     optional = {"configuration", "cc", "exit_condition", "exit_allowed", "exited"}
     by_episode: dict[int, list[StepRecord]] = {}
@@ -142,6 +157,9 @@ def _read_csv(path: Path) -> list[EpisodeResult]:
             bad = [f for f in ("time", "delay", "hold", "ttc", "headway") if math.isnan(getattr(rec, f))]
             if bad:
                 raise ConfigError(f"{path}:{line}: bad step record ({bad[0]} is nan)")
+            why = _check_record(rec, controllers)
+            if why is not None:
+                raise ConfigError(f"{path}:{line}: bad step record ({why})")
             by_episode.setdefault(rec.episode, []).append(rec)
     return [EpisodeResult(e, tuple(sorted(r, key=lambda x: x.step)), False) for e, r in sorted(by_episode.items())]
 
@@ -152,8 +170,11 @@ def _files(path: Path) -> list[Path]:
     if (path / "episodes").is_dir():
         path = path / "episodes"
     files = sorted(path.glob("*.json")) + sorted(path.glob("*/*.json"))
+    manifests = [f for f in files if f.name == "sweep.json"]  # a sweep's manifest, not one of its episodes
+    files = [f for f in files if f.name != "sweep.json"]
     if not files:
-        raise ConfigError(f"{path}: no step logs (CSV) or sweep episode files (*.json) there")
+        also = f" ({manifests[0]} is a sweep manifest; the episodes are in its episodes/ folder)" if manifests else ""
+        raise ConfigError(f"{path}: no step logs (CSV) or sweep episode files (*.json) there{also}")
     return files
 
 
@@ -190,8 +211,9 @@ def _episode_file_length(f: Path, episode: EpisodeResult, cache: dict[Path, Any]
     return EpisodeLength(len(episode.records), False, f"{f} (ended early)")
 
 
-def load_logs(paths: Iterable[str | Path]) -> LogSet:
-    """Read CSV step logs and sweep episode files (folders are searched for ``*.json`` episodes)."""
+def load_logs(paths: Iterable[str | Path], controllers: Collection[str] | None = None) -> LogSet:
+    """Read CSV step logs and sweep episode files (folders are searched for ``*.json`` episodes);
+    ``controllers``: the secondary controllers' names a CSV log may use (None: any)."""
     from mopmc.runtime.sweep import read_episode
 
     episodes: list[EpisodeResult] = []
@@ -219,7 +241,7 @@ def load_logs(paths: Iterable[str | Path]) -> LogSet:
                 raise ConfigError(f"{f}: the same content as {same}, a copy of the same episodes; give each log once "
                                   "(its episodes would count twice)")
             if f.suffix == ".csv":
-                read = _read_csv(f)
+                read = _read_csv(f, controllers)
                 if read:
                     longest = max(len(e.records) for e in read)
                     lengths.setdefault((longest, False, str(f)), EpisodeLength(longest, False, f"{f} (its longest episode)"))

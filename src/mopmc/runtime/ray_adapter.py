@@ -8,6 +8,7 @@ left running. Workers must be able to import ``mopmc`` (install it on every node
 
 from __future__ import annotations
 
+import logging
 import socket
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -76,26 +77,38 @@ def check_address(address: str, timeout: float = CONNECT_TIMEOUT) -> None:
                           "is the Ray cluster running there?") from None
 
 
-def run_jobs(
-    address: str, fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], *, num_cpus: int | None = None
-) -> Iterator[Any]:
-    """Yield ``fn(*job)`` for every job, in the order they finish, computed as Ray tasks."""
+def connect(address: str, num_cpus: int | None = None) -> bool:
+    """Initialise Ray for ``address`` unless this process already has it; True when it was started
+    here (the caller shuts it down). Ray's own log lines (its C++ core writes them to fd 2 while it
+    retries) are kept off stderr while connecting, so a failure is our one line."""
     check_address(address)  # (ray.init waits minutes for an address where nothing listens)
     try:
         import ray
     except ImportError:
         raise DependencyError('--ray needs Ray: pip install "mopmc[cluster]"') from None
-    started = False
-    if not ray.is_initialized():
-        kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False}
-        try:
+    if ray.is_initialized():
+        return False
+    from mopmc.io.quiet import native_output
+
+    kwargs: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "logging_level": logging.ERROR}
+    try:
+        with native_output():
             if address == "local":
                 ray.init(num_cpus=num_cpus or None, **kwargs)
             else:
                 ray.init(address=address, **kwargs)
-        except (ConnectionError, ValueError, RuntimeError) as exc:
-            raise ConfigError(f"--ray {address}: cannot connect to Ray ({' '.join(str(exc).split())})") from None
-        started = True
+    except (ConnectionError, ValueError, RuntimeError) as exc:
+        raise ConfigError(f"--ray {address}: cannot connect to Ray ({' '.join(str(exc).split())})") from None
+    return True
+
+
+def run_jobs(
+    address: str, fn: Callable[..., Any], jobs: Sequence[tuple[Any, ...]], *, num_cpus: int | None = None
+) -> Iterator[Any]:
+    """Yield ``fn(*job)`` for every job, in the order they finish, computed as Ray tasks."""
+    started = connect(address, num_cpus)
+    import ray
+
     try:
         remote = ray.remote(fn)
         pending = [remote.remote(*job) for job in jobs]

@@ -203,6 +203,8 @@ def _read_binding(r: _Reader, raw: Any) -> Binding:
         if not locations[name]:
             raise r.fail(where, "empty valuation")
     acts = r.obj(b["actions"], "binding.actions", {"stay", "exit"}, set())
+    if acts["stay"] == acts["exit"]:
+        raise r.fail("binding.actions", f"stay and exit are the same action {acts['stay']!r}; give two different labels")
     confs_raw = b["configurations"]
     if not isinstance(confs_raw, list) or not confs_raw:
         raise r.fail("binding.configurations", "expected a non-empty list of {name, t, controller}")
@@ -234,6 +236,8 @@ def _read_binding(r: _Reader, raw: Any) -> Binding:
             r.number(o["threshold"], f"{where}.threshold") if needs_threshold else None,
         )
     k = b.get("min_consecutive_calls")
+    if k is not None and r.integer(k, "binding.min_consecutive_calls") < 0:
+        raise r.fail("binding.min_consecutive_calls", f"expected an integer >= 0, got {k!r}")
     return Binding(
         timestep=r.text(b["timestep"], "binding.timestep"),
         consecutive_calls=r.text(b["consecutive_calls"], "binding.consecutive_calls"),
@@ -414,8 +418,8 @@ def load_scheduler(path: str | Path) -> SchedulerFile:
     if kind not in KINDS:
         raise r.fail("kind", f"expected one of {', '.join(KINDS)}, got {kind!r}")
     objectives = top["objectives"]
-    if not isinstance(objectives, list) or not all(isinstance(o, str) for o in objectives):
-        raise r.fail("objectives", "expected a list of formula strings")
+    if not isinstance(objectives, list) or not objectives or not all(isinstance(o, str) for o in objectives):
+        raise r.fail("objectives", f"expected a non-empty list of formula strings, got {objectives!r}")
     point = top["point"]
     if not isinstance(point, list):
         raise r.fail("point", "expected a list of numbers")

@@ -130,6 +130,15 @@ def _check_keys(cls: type, raw: Any, where: str, src: str) -> dict[str, Any]:
     return dict(raw)
 
 
+#: the least value of a number (``True``: the bound itself is allowed) where it is not 0 for integers
+#: and any finite value for floats; SB3 fails deep inside (a traceback) on the others
+_LIMITS: dict[str, tuple[float, bool]] = {
+    "total_steps": (1, True), "checkpoint_every": (1, True), "eval_every": (1, True), "eval_episodes": (1, True),
+    "ddpg.batch_size": (1, True), "ddpg.buffer_size": (1, True), "ddpg.learning_rate": (0, False),
+    "ddpg.action_noise": (0, True), "interface.target_speed": (0, False),
+}
+
+
 def _typed(cls: type, raw: Any, where: str, src: str) -> Any:
     """Build dataclass ``cls`` from ``raw``, checking each value against the default's type."""
     d = _check_keys(cls, raw, where, src)
@@ -140,9 +149,15 @@ def _typed(cls: type, raw: Any, where: str, src: str) -> Any:
         if isinstance(default, bool):
             ok = isinstance(value, bool)
         elif isinstance(default, int):
-            ok = isinstance(value, int) and not isinstance(value, bool) and value >= 0
+            ok = isinstance(value, int) and not isinstance(value, bool)
+            low, inclusive = _LIMITS.get(name, (0, True))
+            if ok and not (value >= low if inclusive else value > low):
+                raise ConfigError(f"{src}: {name}: expected an integer {'>=' if inclusive else '>'} {low}, got {value!r}")
         elif isinstance(default, float):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+            low, inclusive = _LIMITS.get(name, (-np.inf, True))
+            if ok and not (value >= low if inclusive else value > low):
+                raise ConfigError(f"{src}: {name}: expected a number {'>=' if inclusive else '>'} {low}, got {value!r}")
         elif isinstance(default, str):
             ok = isinstance(value, str) and value != ""
         elif isinstance(default, tuple):

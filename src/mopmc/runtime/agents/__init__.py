@@ -166,6 +166,9 @@ def resolve_agent_path(spec: str) -> tuple[str, str]:
     head = spec.split(":", 1)[0].lower()
     if head in ALGORITHMS and ":" in spec:
         return head, spec.split(":", 1)[1]
+    if ":" in spec and head.isidentifier() and not Path(spec).exists():  # ALGO:PATH with a misspelt ALGO
+        raise ConfigError(f"--agent {spec}: unknown algorithm {spec.split(':', 1)[0]!r}; known: {', '.join(ALGORITHMS)} "
+                          "(--agent ALGO:PATH.zip)")
     return "ddpg", spec
 
 

@@ -59,7 +59,9 @@ class Table1Spec:
             if vehicles < 0:
                 raise ConfigError(f"--vehicles must be >= 0, got {vehicles}")
             cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, vehicles=vehicles))
-        specs = tuple(d.strip() for d in delays.split(",") if d.strip())
+        from mopmc.cli.common import comma_list  # (the options' one list parser)
+
+        specs = comma_list(delays, "--delays", "delay spec", "0,0.2,0.4,exp:0.2")
         spec = cls(specs, episodes, agent, seed, cfg, bootstrap, simulator)
         spec.check()
         return spec

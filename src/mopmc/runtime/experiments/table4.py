@@ -70,11 +70,13 @@ class Table4Spec:
             if vehicles < 0:
                 raise ConfigError(f"--vehicles must be >= 0, got {vehicles}")
             cfg = dataclasses.replace(cfg, env=dataclasses.replace(cfg.env, vehicles=vehicles))
+        from mopmc.cli.common import comma_list  # (the options' one list parser)
+
         try:
-            ds = tuple(float(x) for x in delays.split(",") if x.strip())
+            ds = tuple(float(x) for x in comma_list(delays, "--delays", "delay", "0.10,0.20"))
         except ValueError:
             raise ConfigError(f"--delays {delays!r}: expected comma-separated seconds, e.g. 0.10,0.20") from None
-        ms = tuple(m.strip() for m in methods.split(",") if m.strip())
+        ms = comma_list(methods, "--methods", "method", "C1,uniform", allow_none=bool(schedulers))
         spec = cls(episodes, ds, ms, tuple(schedulers), agent, seed, cfg, ttc_score, hw_score, bootstrap, simulator)
         spec.check()
         return spec
