@@ -211,10 +211,14 @@ def _fresh(name: str, taken) -> str:
 
 def require_unbounded(objectives: Sequence[Objective]) -> None:
     """Refuse step-bounded objectives where an engine would answer them as unbounded ones (the
-    engines take them unfolded; :mod:`mopmc.queries` unfolds them)."""
+    engines take them unfolded; :mod:`mopmc.queries` unfolds them), and long-run averages, which
+    :mod:`mopmc.engine.long_run` turns into a total reward on its quotient first."""
     from mopmc.errors import PropertyError
 
     for o in objectives:
+        if o.kind == "long_run":
+            raise PropertyError(f"{o.text} is a long-run average: mopmc.queries.single.check answers it, "
+                                "as a property of its own")
         if o.steps is not None:
             raise PropertyError(f"{o.text} is step-bounded: the engines answer it on the step-counting product; "
                                 "use mopmc.queries (or mopmc.model.unfold.unfold_steps first)")

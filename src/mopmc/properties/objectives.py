@@ -7,7 +7,7 @@ from typing import Literal
 
 import numpy as np
 
-ObjectiveKind = Literal["total_reward", "reach_reward", "probability"]
+ObjectiveKind = Literal["total_reward", "reach_reward", "probability", "long_run"]
 Sense = Literal["min", "max"]
 
 
@@ -20,6 +20,9 @@ class Objective:
         ``reach_reward``: ``R{"r"}[F phi]``, reward collected until ``phi``.
         ``probability``: ``P[left U right]`` (``F phi`` is ``true U phi``). ``G phi`` is stored as
         ``negated=True`` with ``right = !phi``: the value is 1 - P[F !phi].
+        ``long_run``: ``R{"r"}[LRA]``, the long-run average reward per step, or ``LRA[phi]``
+        (``reward_model`` None, ``right_text`` phi), the long-run fraction of steps in ``phi``;
+        single objectives only (:mod:`mopmc.engine.long_run`).
 
     ``left_text``/``right_text`` are Storm's printed state formulas: ``right_text`` is always the
     reach target (for ``G phi`` it is ``!(phi)``), ``left_text`` the formula that must hold until
@@ -62,6 +65,8 @@ class Objective:
         """A short name: the reward model, or the target formula of a probability."""
         if self.reward_model is not None:
             return self.reward_model
+        if self.kind == "long_run":
+            return f"LRA {self.right_text or ''}"
         if self.steps is not None:  # F<=3 "goal": the bound tells it from F "goal"
             lo, hi = self.steps
             if (lo, hi) == (1, 1) and self.left_text is None:  # X phi (F[1,1] phi, the same)

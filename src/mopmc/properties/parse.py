@@ -66,6 +66,10 @@ def parse_properties(formulas, reward_models, labels, where: str = "<properties>
             if not subs:
                 raise PropertyError(f"{where}: property {i + 1}: multi() needs at least one objective")
             objs = tuple(_objective(j, s, reward_models, labels, where, i, directionless_ok) for j, s in enumerate(subs))
+            if any(o.kind == "long_run" for o in objs):
+                lra = next(o for o in objs if o.kind == "long_run")
+                raise PropertyError(f"{where}: property {i + 1} ({text}): {lra.text}: long-run averages are answered "
+                                    "as properties of their own, not inside multi(...)")
             out.append(Property(i, _multi_text(text, [str(s) for s in subs], objs), name, objs, True))
         else:
             obj = _objective(0, f, reward_models, labels, where, i, directionless_ok, universal=True)
@@ -89,14 +93,21 @@ def _multi_text(text: str, raw: list[str], objs) -> str:
 def _objective(j, f, reward_models, labels, where, i, directionless_ok=False, universal=False) -> Objective:
     raw = str(f)
     at = f"{where}: property {i + 1} ({raw})"
-    if not (f.is_reward_operator_formula or f.is_probability_operator_formula):
-        raise PropertyError(f"{at}: unsupported objective; use P[...] or R[...] with C, F or U")
+    long_run = type(f).__name__ == "LongRunAverageOperatorFormula"
+    if not (f.is_reward_operator_formula or f.is_probability_operator_formula or long_run):
+        raise PropertyError(f"{at}: unsupported objective; use P[...], R[...] (C, F, U, LRA) or LRA[...]")
     bounds = _bounds(f, at, directionless_ok, universal)
     text = re.sub(r"\[true U(?=[<>\[])", "[F", display_formula(raw, bounds[3]))  # Storm prints F<=k as true U<=k
     if text != raw:
         at = f"{where}: property {i + 1} ({text})"
     if f.is_reward_operator_formula:
         return _reward(j, f, text, reward_models, labels, at, bounds)
+    if long_run:  # LRA [phi]: the long-run fraction of steps spent in phi
+        phi = f.subformula
+        _check_labels(phi, labels, at)
+        sense, comparison, threshold, _, directionless = bounds
+        return Objective(j, text, "long_run", sense, right_text=str(phi), comparison=comparison,
+                         threshold=threshold, directionless=directionless)
     return _probability(j, f, text, labels, at, bounds)
 
 
@@ -133,7 +144,8 @@ def _bounds(f, at, directionless_ok=False, universal=False):
         except OverflowError:
             raise PropertyError(f"{_short(at)}: threshold {_short(printed or str(exact))} is beyond the range "
                                 "of a double") from None
-        if f.is_probability_operator_formula and not 0 <= exact <= 1:
+        if (f.is_probability_operator_formula or type(f).__name__ == "LongRunAverageOperatorFormula") \
+                and not 0 <= exact <= 1:
             raise PropertyError(f"{at}: probability threshold {decimal_text(exact)} is outside [0, 1]")
         if sense is None:
             sense = "min" if comparison.startswith("<") != universal else "max"
@@ -167,7 +179,7 @@ def _reward(j, f, text, reward_models, labels, at, bounds) -> Objective:
     if cls == "CumulativeRewardFormula":
         raw = str(path)
         if not raw.startswith("C"):
-            raise PropertyError(f"{at}: unsupported reward objective {raw!r}; supported: [C], [C<=k] and [F phi]")
+            raise PropertyError(f"{at}: unsupported reward objective {raw!r}; supported: [C], [C<=k], [F phi] and [LRA]")
         lo, hi = _step_window(raw[1:], at)
         if lo != 0 or hi is None:
             raise PropertyError(f"{at}: {raw}: a cumulative reward takes an upper step bound (C<=k or C<k)")
@@ -179,11 +191,14 @@ def _reward(j, f, text, reward_models, labels, at, bounds) -> Objective:
         _check_labels(target, labels, at)
         return Objective(j, text, "reach_reward", sense, rm, right_text=str(target),
                          comparison=comparison, threshold=threshold, directionless=directionless)
+    if cls == "LongRunAverageRewardFormula":
+        return Objective(j, text, "long_run", sense, rm, comparison=comparison, threshold=threshold,
+                         directionless=directionless)
     if cls == "InstantaneousRewardFormula":
-        raise PropertyError(f"{at}: instantaneous rewards (I=k) are not supported; supported: [C], [C<=k] and [F phi]")
+        raise PropertyError(f"{at}: instantaneous rewards (I=k) are not supported; supported: [C], [C<=k], [F phi] and [LRA]")
     if path.is_bounded_until_formula:
-        raise PropertyError(f"{at}: a step-bounded reachability reward is not supported; supported: [C], [C<=k] and [F phi]")
-    raise PropertyError(f"{at}: unsupported reward objective {str(path)!r}; supported: [C], [C<=k] and [F phi]")
+        raise PropertyError(f"{at}: a step-bounded reachability reward is not supported; supported: [C], [C<=k], [F phi] and [LRA]")
+    raise PropertyError(f"{at}: unsupported reward objective {str(path)!r}; supported: [C], [C<=k], [F phi] and [LRA]")
 
 
 def _probability(j, f, text, labels, at, bounds) -> Objective:

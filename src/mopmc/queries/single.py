@@ -1,4 +1,5 @@
-"""Single-objective queries with Storm's semantics: ``R[C]``, ``P[F]``, ``P[U]``, ``P[G]``, ``R[F]``.
+"""Single-objective queries with Storm's semantics: ``R[C]``, ``P[F]``, ``P[U]``, ``P[G]``, ``R[F]``,
+``P[X]``, step bounds, and long-run averages ``R[LRA]``, ``LRA[phi]`` (:mod:`mopmc.engine.long_run`).
 
 ``R{"r"}[F phi]`` outside ``multi(...)`` is infinite unless phi is reached almost surely: ``max`` is
 infinite when some scheduler can avoid phi; ``min`` ranges over the schedulers that reach phi almost
@@ -90,6 +91,13 @@ def check(
         raise PropertyError(f"{prop.text}: a multi-objective property; use the multi-objective queries")
     o = prop.objectives[0]
     start = time.perf_counter()
+    long_run = o.kind == "long_run"
+    if long_run:  # the optimal expected total reward of the MEC quotient (see mopmc.engine.long_run)
+        from mopmc.engine import long_run as lra
+
+        ec, gains = lra.mec_gains(model, lra.choice_rewards(model, o), o.sense == "max")
+        model = lra.quotient(model, ec, gains)
+        o = Objective(0, o.text, "total_reward", o.sense, lra.STOP, directionless=o.directionless)
     if o.steps is not None and engine != "lp":
         from mopmc.engine import horizon
 
@@ -142,6 +150,8 @@ def check(
         value = min(max(value, 0.0), 1.0)
         if 0.0 < value < 1e-9 or 1.0 - 1e-9 < value < 1.0:  # exactly 0 or 1 where the graph decides it
             value = _qualitative(model, o, value)  # (as Storm's precomputation; only near 0 or 1 to ask)
+    if long_run:  # (a scheduler of the quotient: not one of the model)
+        sched = None
     return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start}, note=note)
 
 
