@@ -30,7 +30,7 @@ from scipy.sparse.linalg import spsolve
 from mopmc.engine.lp_interior import interior_margin
 from mopmc.engine.lp_product import OccupationLP, occupation_polytope
 from mopmc.engine.mec import maximal_end_components
-from mopmc.errors import DependencyError, InfiniteValueError, MixedSignError, PropertyError
+from mopmc.errors import DependencyError, InfiniteValueError, MixedSignError, PropertyError, UnsupportedModelError
 from mopmc.model.sparse_mdp import SparseMDP
 from mopmc.model.unfold import require_unbounded
 from mopmc.properties.objectives import Objective
@@ -238,7 +238,14 @@ def lp_value(model: SparseMDP, objective: Objective) -> float:
     if status == _Status.UNBOUNDED:
         return sign * math.inf
     if status == _Status.INFEASIBLE:
-        # every scheduler misses phi (R[F]) or collects reward forever (R[C])
+        # every scheduler misses phi (R[F]) or collects reward forever (R[C]); a probability always has
+        # a feasible program, and where some scheduler ends in reward-free end components almost
+        # surely so does R[C]: HiGHS then failed numerically (occupation measures near 1e12)
+        if objective.kind == "probability" or (objective.kind == "total_reward" and _can_end_free(model, objective)):
+            raise UnsupportedModelError(
+                f"{model.source}: {objective.text}: HiGHS reports the occupation LP infeasible, which it is not: "
+                "numerical trouble (expected visits far beyond double precision's reach); the kernel engine "
+                "(--engine kernel) answers it")
         if objective.kind == "reach_reward":
             return math.inf
         r = model.reward(objective.reward_model)
@@ -250,6 +257,16 @@ def lp_value(model: SparseMDP, objective: Objective) -> float:
                              "rewards of both signs; the total has no value here (it diverges or oscillates with "
                              "the cycles' mean, which this engine does not weigh)")
     return float(lp.values(polish(lp, x))[0])
+
+
+def _can_end_free(model: SparseMDP, objective: Objective) -> bool:
+    """Whether some scheduler ends, almost surely, in end components whose choices collect no
+    reward of ``objective`` (where its total is finite)."""
+    from mopmc.engine.reductions import graph
+
+    free = maximal_end_components(model, model.reward(objective.reward_model) == 0)
+    g = graph.Csr(model.row_groups, model.indptr, model.targets)
+    return bool(graph.almost_sure_max(g, free.component >= 0)[0][model.initial])
 
 
 def _collects_in_reachable_ec(model: SparseMDP, gain: np.ndarray) -> bool:

@@ -1120,6 +1120,50 @@ def pad_fill(target, prob, dens, neg, RR, choice, slot_base, over_slot, over_tar
 
 
 @_lazy
+def residual_dd(indptr, indices, data, diag, x, b, r):
+    """``r = b - (D - P) x`` for the CSR matrix ``P``, the diagonal ``diag`` of ``D`` and 2-D ``x``,
+    ``b``, ``r`` (one column per right-hand side), each entry summed in double-double arithmetic
+    (Dekker's error-free products, Knuth's error-free sums) and rounded once: accurate to its own
+    size however much ``b`` and ``(D - P) x`` cancel, which is what lets iterative refinement
+    correct ``x`` beyond the condition number's reach (:func:`mopmc.engine.refine.refine`)."""
+    n, m = x.shape
+    split = 134217729.0  # 2^27 + 1
+    for i in range(n):
+        for j in range(m):
+            # hi + lo = b - d x, exactly (the product's error, then TwoSum)
+            u, v = -diag[i], x[i, j]
+            p = u * v
+            t = split * u
+            uh = t - (t - u)
+            ul = u - uh
+            t = split * v
+            vh = t - (t - v)
+            vl = v - vh
+            pe = ((uh * vh - p) + uh * vl + ul * vh) + ul * vl
+            a = b[i, j]
+            hi = a + p
+            z = hi - a
+            lo = (a - (hi - z)) + (p - z) + pe
+            for k in range(indptr[i], indptr[i + 1]):
+                u, v = data[k], x[indices[k], j]
+                p = u * v
+                # the product's rounding error (Dekker: both factors split in halves)
+                t = split * u
+                uh = t - (t - u)
+                ul = u - uh
+                t = split * v
+                vh = t - (t - v)
+                vl = v - vh
+                pe = ((uh * vh - p) + uh * vl + ul * vh) + ul * vl
+                s = hi + p
+                z = s - hi
+                lo += ((hi - (s - z)) + (p - z)) + pe
+                hi = s
+            r[i, j] = hi + lo
+    return r
+
+
+@_lazy
 def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, maximise, stop_one, stop_zero, initial):
     """Finite-horizon backward induction of one objective from the state ``initial``: ``steps``
     backups of ``V_t[s] = opt_c (rewards[c] + sum_k probs[k] V_{t+1}[targets[k]])`` with

@@ -31,15 +31,17 @@ costs about what a sparse LU would (:func:`mopmc.engine.banded.block_solver`).
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csr_matrix, identity
+from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import block_solver
+from mopmc.engine.banded import BAND_BUDGET, block_solver, leave_mass
+from mopmc.engine.refine import refine
 from mopmc.engine.problem import Problem
 from mopmc.errors import InfiniteValueError
 
 _IMPROVE = 1e-12  # relative margin for a strict improvement
+_INFINITE = "the weighted optimum is infinite: this direction rewards staying forever in an end component"
 _MAX_ROUNDS = 10_000
 LOOKAHEAD = 4
 """Bellman sweeps per round before the greedy policy is tried (0: the strict rule alone)."""
@@ -66,29 +68,37 @@ class CyclicBlock:
         self.A_in = csr_matrix((A.data[inside], (A.row[inside], local[A.col[inside]])), shape=shape_in)
         self.A_out = csr_matrix((A.data[~inside], (A.row[~inside], A.col[~inside])), shape=A.shape)
         self.leaves = (np.diff(self.A_out.indptr) > 0) | p.exits[self.choices]
+        # the policy's matrix is D - P_off: P_off its transitions to other states of the block, D what
+        # each choice sends elsewhere (to them, out of the block, to the terminal), summed, never
+        # taken as 1 minus a self-loop (mopmc.engine.refine: rounding leaks in 1 - p compound)
+        coo = self.A_in.tocoo()
+        off = self.owner[coo.row] != coo.col
+        self.P_off = csr_matrix((coo.data[off], (coo.row[off], coo.col[off])), shape=self.A_in.shape)
+        out_sum = np.asarray(self.A_out.sum(axis=1)).ravel()
+        self.diag = np.asarray(self.P_off.sum(axis=1)).ravel() + leave_mass(self.A_in, out_sum, p.exits[self.choices])
+        self.out_sum, self.exits = out_sum, p.exits[self.choices]
+        self._band_tried = bool(band) and not cheap  # (a cheap-only budget may still fit the default one)
         self.banded = None
         self.bandwidth = None  # (given a ``band`` budget: the transitions' bandwidth in band order)
         if band:
-            out = np.asarray(self.A_out.sum(axis=1)).ravel()
-            self.banded, self.bandwidth = block_solver(self.A_in, self.owner, out, p.exits[self.choices], band, cheap)
+            self.banded, self.bandwidth = block_solver(self.A_in, self.owner, out_sum, self.exits, band, cheap)
 
     def solve(self, rho, rewards, V, X, start_policy, check_proper: bool) -> tuple[np.ndarray, int]:
         """Optimise the block in place (``V``, ``X``); return the chosen global choices and rounds."""
-        n_b = len(self.states)
         pol = self._to_local(start_policy)
         rho_b = rho[self.choices]
         out_v = rho_b + self.A_out @ V
-        eye = identity(n_b, format="csc")
         rounds = 0
         while True:
             rounds += 1
-            try:
-                lu = self.banded.factor(pol) if self.banded else splu((eye - self.A_in[pol]).tocsc())
-            except RuntimeError:
-                raise InfiniteValueError(
-                    "the weighted optimum is infinite: this direction rewards staying forever in an end component"
-                ) from None
-            vb = lu.solve(out_v[pol])
+            lu, p_pol, d_pol = self._factor(pol)
+            rhs_v = out_v[pol]
+            vb = lu.solve(rhs_v)
+            if p_pol is not None:  # (band elimination is subtraction-free: accurate as it is)
+                vb, settled = refine(lu.solve, p_pol, d_pol, rhs_v, vb)
+                if not settled and self._to_band():  # too ill-conditioned for the LU: eliminate without subtractions
+                    lu, p_pol, d_pol = self._factor(pol)
+                    vb = lu.solve(rhs_v)
             q = out_v + self.A_in @ vb
             best = np.maximum.reduceat(q, self.local_rg[:-1])
             cur = q[pol]
@@ -106,8 +116,34 @@ class CyclicBlock:
                 self._check_proper(pol)
         V[self.states] = vb
         rhs = rewards[self.choices[pol]] + (self.A_out[pol] @ X)
-        X[self.states] = lu.solve(np.ascontiguousarray(rhs))
+        x = lu.solve(np.ascontiguousarray(rhs))
+        X[self.states] = x if p_pol is None else refine(lu.solve, p_pol, d_pol, rhs, x)[0]
         return self.choices[pol], rounds
+
+    def _factor(self, pol: np.ndarray):
+        """``(lu, P_off, D)`` for the policy ``pol``: band elimination (``P_off``, ``D`` None) or
+        SuperLU of ``D - P_off``; a singular sparse LU goes to band elimination where that fits (a
+        zero pivot by cancellation: expected visits near 1e18 on a 551-state trap), and where band
+        elimination too finds a zero pivot the policy does not leave the block."""
+        if not self.banded:
+            p_pol, d_pol = self.P_off[pol], self.diag[pol]
+            try:
+                return splu((diags(d_pol) - p_pol).tocsc()), p_pol, d_pol
+            except RuntimeError:
+                if not self._to_band():
+                    raise InfiniteValueError(_INFINITE) from None
+        try:
+            return self.banded.factor(pol), None, None
+        except RuntimeError:
+            raise InfiniteValueError(_INFINITE) from None
+
+    def _to_band(self) -> bool:
+        """Switch this block to band elimination when it fits the default budgets; whether it did."""
+        if self.banded is None and not self._band_tried:
+            self._band_tried = True
+            self.banded, self.bandwidth = block_solver(self.A_in, self.owner, self.out_sum, self.exits,
+                                                       BAND_BUDGET, False)
+        return self.banded is not None
 
     def _to_local(self, global_choices: np.ndarray) -> np.ndarray:
         return global_choices - (self.choices[self.local_rg[:-1]] - self.local_rg[:-1])
@@ -130,9 +166,7 @@ class CyclicBlock:
 
     def _check_proper(self, pol: np.ndarray) -> None:
         if not self._proper(pol):
-            raise InfiniteValueError(
-                "the weighted optimum is infinite: this direction rewards staying forever in an end component"
-            )
+            raise InfiniteValueError(_INFINITE)
 
     def _proper(self, pol: np.ndarray) -> bool:
         """Whether the block's policy ``pol`` (local choices) leaves the block almost surely."""

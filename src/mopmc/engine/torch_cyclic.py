@@ -35,12 +35,13 @@ proper, as the CPU engine does (see :mod:`mopmc.engine.policy_iteration`). Evalu
 from __future__ import annotations
 
 import numpy as np
-from scipy.sparse import csc_matrix, csr_matrix, identity
+from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import TORCH_LU_ITERATE, block_solver, grid_like, iterate_rather
+from mopmc.engine.banded import BAND_BUDGET, TORCH_LU_ITERATE, block_solver, grid_like, iterate_rather, leave_mass
 from mopmc.engine.policy_iteration import LOOKAHEAD
+from mopmc.engine.refine import refine
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
 
@@ -94,8 +95,16 @@ class DeviceBlock:
                 self.sparse = False  # three-dimensional and dear to factor: iterated (banded.TORCH_LU_ITERATE)
             elif self.banded is None and not self.sparse and grid_like(self.n, width):
                 self.sparse = True  # SuperLU on the host (see mopmc.engine.banded.LU_GATE)
-        if self.sparse:
-            self._host_lu = (owner[rows[inside]], problem.probs[k0:k1][inside])
+        # exact solves factor D - P_off (as the CPU engine's blocks, mopmc.engine.refine): P_off the
+        # transitions to other states of the block, D each choice's mass sent elsewhere, summed
+        probs_in = problem.probs[k0:k1][inside]
+        off = owner[rows[inside]] != tg[inside] - a
+        self._host_off = (owner[rows[inside]][off], (tg[inside] - a)[off], probs_in[off], rows[inside][off])
+        out_sum = np.bincount(rows[~inside], weights=problem.probs[k0:k1][~inside], minlength=self.nc)
+        P_choice = csr_matrix((probs_in, (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
+        self._host_diag = (np.bincount(rows[inside][off], weights=probs_in[off], minlength=self.nc)
+                           + leave_mass(P_choice, out_sum, problem.exits[c0:c1]))
+        self._band_args = (P_choice, owner, out_sum, problem.exits[c0:c1])
         self.exact = self.dense or self.sparse or self.banded is not None
 
     # ------------------------------------------------------------------ one direction
@@ -191,15 +200,20 @@ class DeviceBlock:
         chosen[pol] = True
         vals = self.in_vals * chosen.index_select(0, self.in_rows)
         if self.dense:
-            M = torch.eye(self.n, device=pol.device, dtype=torch.float64)
-            M.index_put_((self.in_owner, self.in_cols), -vals, accumulate=True)
+            p_off, d = self._host_policy(pol.cpu().numpy())
+            M = torch.from_numpy(np.diag(d) - p_off.toarray()).to(pol.device)
             lu, piv, info = torch.linalg.lu_factor_ex(M)
             if int(info) != 0:
                 raise InfiniteValueError(_INFINITE)
 
+            def solve_host(r):
+                r2 = torch.from_numpy(np.ascontiguousarray(r).reshape(self.n, -1)).to(pol.device)
+                return torch.linalg.lu_solve(lu, piv, r2).cpu().numpy().reshape(np.shape(r))
+
             def dense(rhs, x0=None):
                 x = torch.linalg.lu_solve(lu, piv, rhs)
-                return x, torch.zeros(rhs.shape[1], dtype=torch.float64)
+                x, _ = refine(solve_host, p_off, d, rhs.cpu().numpy(), x.cpu().numpy())
+                return torch.from_numpy(x).to(pol.device), torch.zeros(rhs.shape[1], dtype=torch.float64)
 
             return dense
         if self.sparse or self.banded is not None:
@@ -215,25 +229,50 @@ class DeviceBlock:
         CPU engine's blocks)."""
         torch = self.torch
         dev = pol.device
-        try:
-            if self.banded is not None:
-                lu = self.banded.factor(pol.cpu().numpy())
-            else:
-                rows, cols = self._host_in
-                owner, probs = self._host_lu
-                chosen = np.zeros(self.nc, bool)
-                chosen[pol.cpu().numpy()] = True
-                sel = chosen[rows]
-                P = csc_matrix((probs[sel], (owner[sel], cols[sel])), shape=(self.n, self.n))  # duplicates summed
-                lu = splu((identity(self.n, format="csc") - P).tocsc())
-        except RuntimeError:  # exactly singular: the policy never leaves the block
-            raise InfiniteValueError(_INFINITE) from None
+        host_pol = pol.cpu().numpy()
+        p_off = d = None
+        if self.banded is None:
+            p_off, d = self._host_policy(host_pol)
+            try:
+                lu = splu((diags(d) - p_off).tocsc())
+            except RuntimeError:  # a zero pivot: by cancellation, or the policy never leaves the block
+                if not self._to_band():
+                    raise InfiniteValueError(_INFINITE) from None
+                p_off = None
+        if p_off is None:
+            try:
+                lu = self.banded.factor(host_pol)
+            except RuntimeError:  # exactly singular: the policy never leaves the block
+                raise InfiniteValueError(_INFINITE) from None
 
         def sparse(rhs, x0=None):
-            x = lu.solve(np.ascontiguousarray(rhs.cpu().numpy()))
-            return torch.from_numpy(x.reshape(rhs.shape)).to(dev), torch.zeros(rhs.shape[1], dtype=torch.float64)
+            b = np.ascontiguousarray(rhs.cpu().numpy())
+            x = lu.solve(b).reshape(rhs.shape)
+            if p_off is not None:
+                x, settled = refine(lu.solve, p_off, d, b, x)
+                if not settled and self._to_band():  # too ill-conditioned for SuperLU: band elimination
+                    x = self.banded.factor(host_pol).solve(b).reshape(rhs.shape)
+            return torch.from_numpy(x).to(dev), torch.zeros(rhs.shape[1], dtype=torch.float64)
 
         return sparse
+
+    def _host_policy(self, pol: np.ndarray):
+        """``(P_off, D)`` of the policy ``pol`` (local choices) on the host: its transitions to other
+        states of the block (CSR) and its diagonal, the mass each state sends elsewhere."""
+        owner, cols, probs, rows = self._host_off
+        chosen = np.zeros(self.nc, bool)
+        chosen[pol] = True
+        sel = chosen[rows]
+        p_off = csr_matrix((probs[sel], (owner[sel], cols[sel])), shape=(self.n, self.n))  # duplicates summed
+        return p_off, self._host_diag[pol]
+
+    def _to_band(self) -> bool:
+        """Band elimination for this block where it fits the default budgets (SuperLU failed it)."""
+        if self.banded is None and not getattr(self, "_band_tried", False):
+            self._band_tried = True
+            P_choice, owner, out_sum, exits = self._band_args
+            self.banded, _ = block_solver(P_choice, owner, out_sum, exits, BAND_BUDGET, False)
+        return self.banded is not None
 
     def _iterate(self, vals, rhs, x0=None):
         torch = self.torch
