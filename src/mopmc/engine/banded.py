@@ -32,6 +32,10 @@ from mopmc.engine.numba_kernels import _lazy
 
 BAND_BUDGET = 40_000_000  # factor entries n (2b + 1): 320 MB
 FLOP_BUDGET = 2_000_000_000  # n b^2 per factorisation: about 2 s compiled
+#: where SuperLU fails a block (a zero pivot by cancellation, or no settled refinement), band
+#: elimination may take this many operations: slower than the rule's budget, but the alternative
+#: is a wrong answer (a 2,452-state block of bandwidth 1,018: 2.5e9)
+RESCUE_FLOPS = 20_000_000_000
 CHEAP = 64  # band elimination below this many operations per transition and state: cheap
 
 
@@ -108,16 +112,18 @@ def grid_like(n: int, b: int) -> bool:
 
 
 def block_solver(inside: csr_matrix, owner: np.ndarray, outside_sum: np.ndarray, exits: np.ndarray,
-                 budget: int, cheap: bool) -> tuple[BandBlock | None, int]:
+                 budget: int, cheap: bool, flops: int | None = None) -> tuple[BandBlock | None, int]:
     """``(solver, b)`` for a cyclic block of the engines: ``inside`` its choices' transitions inside
     it (CSR, choices x states, local indices), ``owner`` each choice's local state, ``outside_sum``
     and ``exits`` as :func:`leave_mass` takes them; ``b`` the bandwidth in band order, ``solver`` a
     :class:`BandBlock` when its factors fit ``budget`` numbers and the operations
     :data:`FLOP_BUDGET`, or with ``cheap`` about what a sparse LU would cost (at most
-    :data:`CHEAP` per transition and state), else ``None``."""
+    :data:`CHEAP` per transition and state), else ``None``; ``flops`` overrides the operations'
+    budget."""
     n = inside.shape[1]
     perm, b = bandwidth(n, np.repeat(owner, np.diff(inside.indptr)), inside.indices)
-    flops = CHEAP * (inside.nnz + n) if cheap else FLOP_BUDGET
+    if flops is None:
+        flops = CHEAP * (inside.nnz + n) if cheap else FLOP_BUDGET
     if not fits(n, b, budget, flops):
         return None, b
     return BandBlock((perm, b), inside, leave_mass(inside, outside_sum, exits)), b

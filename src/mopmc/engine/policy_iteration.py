@@ -35,13 +35,15 @@ from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import BAND_BUDGET, block_solver, leave_mass
+from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver, leave_mass
 from mopmc.engine.refine import refine
 from mopmc.engine.problem import Problem
-from mopmc.errors import InfiniteValueError
+from mopmc.errors import InfiniteValueError, UnsupportedModelError
 
 _IMPROVE = 1e-12  # relative margin for a strict improvement
 _INFINITE = "the weighted optimum is infinite: this direction rewards staying forever in an end component"
+_TOO_ILL = ("a cyclic block of {n} states is too ill-conditioned for a sparse LU (a zero pivot by cancellation; "
+            "expected visits beyond double precision) and too wide for band elimination (bandwidth {b})")
 _MAX_ROUNDS = 10_000
 LOOKAHEAD = 4
 """Bellman sweeps per round before the greedy policy is tried (0: the strict rule alone)."""
@@ -131,6 +133,8 @@ class CyclicBlock:
                 return splu((diags(d_pol) - p_pol).tocsc()), p_pol, d_pol
             except RuntimeError:
                 if not self._to_band():
+                    if self._proper(pol):  # not infinite: a zero pivot by cancellation
+                        raise UnsupportedModelError(_TOO_ILL.format(n=len(self.states), b=self.bandwidth)) from None
                     raise InfiniteValueError(_INFINITE) from None
         try:
             return self.banded.factor(pol), None, None
@@ -142,7 +146,7 @@ class CyclicBlock:
         if self.banded is None and not self._band_tried:
             self._band_tried = True
             self.banded, self.bandwidth = block_solver(self.A_in, self.owner, self.out_sum, self.exits,
-                                                       BAND_BUDGET, False)
+                                                       BAND_BUDGET, False, RESCUE_FLOPS)
         return self.banded is not None
 
     def _to_local(self, global_choices: np.ndarray) -> np.ndarray:

@@ -39,7 +39,7 @@ from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import BAND_BUDGET, TORCH_LU_ITERATE, block_solver, grid_like, iterate_rather, leave_mass
+from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, TORCH_LU_ITERATE, block_solver, grid_like, iterate_rather, leave_mass
 from mopmc.engine.policy_iteration import LOOKAHEAD
 from mopmc.engine.refine import refine
 from mopmc.engine.torch_engine import to_device
@@ -271,7 +271,7 @@ class DeviceBlock:
         if self.banded is None and not getattr(self, "_band_tried", False):
             self._band_tried = True
             P_choice, owner, out_sum, exits = self._band_args
-            self.banded, _ = block_solver(P_choice, owner, out_sum, exits, BAND_BUDGET, False)
+            self.banded, _ = block_solver(P_choice, owner, out_sum, exits, BAND_BUDGET, False, RESCUE_FLOPS)
         return self.banded is not None
 
     def _iterate(self, vals, rhs, x0=None):
