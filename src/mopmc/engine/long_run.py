@@ -170,23 +170,32 @@ def _closed_classes(p) -> list:
 def _class_gain(p, cls: np.ndarray, step: np.ndarray) -> float | None:
     """The gain of the closed class ``cls`` of the chain ``p`` with rewards ``step`` (per state of
     ``cls``, in its order): its stationary distribution (one sparse LU) dotted with the rewards."""
+
+    if np.all(step == step[0]):
+        return float(step[0])
+    pi = _stationary(p[cls][:, cls])
+    return None if pi is None else float(np.dot(pi, step))
+
+
+def _stationary(p) -> np.ndarray | None:
+    """The stationary distribution of the chain ``p`` (one closed class): ``pi (I - P) = 0`` with
+    one equation replaced by ``sum(pi) = 1``, by sparse LU; ``None`` where that is singular."""
     from scipy.sparse import identity
     from scipy.sparse.linalg import spsolve
 
-    n = len(cls)
-    if np.all(step == step[0]):
-        return float(step[0])
-    sub = p[cls][:, cls]
-    a = (identity(n, format="csr") - sub).T.tolil()
+    n = p.shape[0]
+    if n == 1:
+        return np.ones(1)
+    a = (identity(n, format="csr") - p).T.tolil()
     a[n - 1, :] = np.ones(n)
     b = np.zeros(n)
     b[n - 1] = 1.0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         pi = spsolve(a.tocsc(), b)
-    if not np.all(np.isfinite(pi)):
+    if not np.all(np.isfinite(pi)) or np.any(pi < -1e-12):
         return None
-    return float(np.dot(np.maximum(pi, 0.0), step))
+    return np.maximum(pi, 0.0)
 
 
 def _bias(p, step: np.ndarray, ref: int):
@@ -262,8 +271,7 @@ def _policy_gain(model, local, k, x, r, trans, col, to) -> float | None:
     """The exact gain of the stationary policy ``x`` induces (``pi(c|s) = x_c / sum``), from the
     stationary distribution of its chain on the states it visits; ``None`` where that chain is not
     closed or has more than one recurrent class (the LP's value then stands)."""
-    from scipy.sparse import coo_matrix, identity
-    from scipy.sparse.linalg import spsolve
+    from scipy.sparse import coo_matrix
 
     visits = np.bincount(local, weights=x, minlength=k)
     support = visits > 0
@@ -278,18 +286,11 @@ def _policy_gain(model, local, k, x, r, trans, col, to) -> float | None:
     n = int(support.sum())
     p = coo_matrix((model.probs[trans[used]] * pol[col[used]], (idx[local[col[used]]], idx[to[used]])),
                    shape=(n, n)).tocsr()
-    # pi (I - P) = 0 with one equation replaced by sum(pi) = 1
-    a = (identity(n, format="csr") - p).T.tolil()
-    a[n - 1, :] = np.ones(n)
-    b = np.zeros(n)
-    b[n - 1] = 1.0
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        pi = spsolve(a.tocsc(), b) if n > 1 else np.ones(1)
-    if not np.all(np.isfinite(pi)) or np.any(pi < -1e-12):
+    pi = _stationary(p)
+    if pi is None:
         return None
     step = np.bincount(local, weights=pol * r, minlength=k)[support]  # each state's expected reward a step
-    return float(np.dot(np.maximum(pi, 0.0), step))
+    return float(np.dot(pi, step))
 
 
 def quotient(model: SparseMDP, ec, gains: np.ndarray) -> SparseMDP:

@@ -1130,22 +1130,13 @@ def residual_dd(indptr, indices, data, diag, x, b, r):
     split = 134217729.0  # 2^27 + 1
     for i in range(n):
         for j in range(m):
-            # hi + lo = b - d x, exactly (the product's error, then TwoSum)
-            u, v = -diag[i], x[i, j]
-            p = u * v
-            t = split * u
-            uh = t - (t - u)
-            ul = u - uh
-            t = split * v
-            vh = t - (t - v)
-            vl = v - vh
-            pe = ((uh * vh - p) + uh * vl + ul * vh) + ul * vl
-            a = b[i, j]
-            hi = a + p
-            z = hi - a
-            lo = (a - (hi - z)) + (p - z) + pe
-            for k in range(indptr[i], indptr[i + 1]):
-                u, v = data[k], x[indices[k], j]
+            hi = b[i, j]
+            lo = 0.0
+            for k in range(indptr[i] - 1, indptr[i + 1]):  # (the first term: -d x)
+                if k < indptr[i]:
+                    u, v = -diag[i], x[i, j]
+                else:
+                    u, v = data[k], x[indices[k], j]
                 p = u * v
                 # the product's rounding error (Dekker: both factors split in halves)
                 t = split * u
@@ -1155,6 +1146,7 @@ def residual_dd(indptr, indices, data, diag, x, b, r):
                 vh = t - (t - v)
                 vl = v - vh
                 pe = ((uh * vh - p) + uh * vl + ul * vh) + ul * vl
+                # the sum's rounding error (Knuth's TwoSum)
                 s = hi + p
                 z = s - hi
                 lo += ((hi - (s - z)) + (p - z)) + pe
