@@ -232,7 +232,7 @@ _SURE = "__mopmc_sure__"  # the split model's label: the target and the states r
 
 def _qualitative_split(model: SparseMDP, o: Objective):
     """For an unbounded ``P[F phi]`` or ``P[G phi]`` (as ``1 - P[F !phi]``, the other direction):
-    ``(zero, one, target, reach_sense)``, the states where graph analysis alone decides the reach
+    ``(zero, one, target, reach_sense, via)``, the states where graph analysis alone decides the reach
     probability (Storm's prob0 and prob1) when some do beside the initial state, else ``None``. The
     engine's policy iteration stops at improvements of 1e-12 relative, which on a probability near
     1 that is 0 in truth is no improvement at all: a trap left with probability 1e-15 kept
@@ -245,6 +245,7 @@ def _qualitative_split(model: SparseMDP, o: Objective):
     g = graph.Csr(model.row_groups, model.indptr, model.targets)
     rev = graph.reverse(g)
     target = o.target_mask(model)
+    via = None  # (Pmax = 1: a choice per state towards the target)
     if sense == "min":
         zero = graph.avoid_positive(g, target, rev)
         one = graph.almost_sure_all(g, target, rev) & ~target
@@ -252,9 +253,10 @@ def _qualitative_split(model: SparseMDP, o: Objective):
         zero = ~graph.can_reach(g, target, rev)
         found = graph.almost_sure_max(g, target, None, rev, max_rounds=QUALITATIVE_ROUNDS)
         one = (found[0] if found is not None else np.zeros_like(target)) & ~target
+        via = found[1] if found is not None else None
     if not (zero.any() or one.any()):
         return None
-    return zero, one, target, sense
+    return zero, one, target, sense, via
 
 
 def _split_value(model: SparseMDP, o: Objective, split, options: dict, make=None):
@@ -266,9 +268,8 @@ def _split_value(model: SparseMDP, o: Objective, split, options: dict, make=None
     import dataclasses
 
     from mopmc.engine import numba_kernels as nk
-    from mopmc.engine.reductions import graph
 
-    zero, one, target, sense = split
+    zero, one, target, sense, via = split
     soc = model.state_of_choice()
     lens = np.diff(model.indptr)
     dead = zero[soc]
@@ -295,13 +296,11 @@ def _split_value(model: SparseMDP, o: Objective, split, options: dict, make=None
     sch = res.scheduler
     first = sch.memory == 0
     choice[sch.state[first]] = sch.choice[first]
-    g = graph.Csr(model.row_groups, model.indptr, model.targets)
     if sense == "min" and zero.any():
         ok = zero[soc] & nk.all_successors_in(model.indptr, model.targets, zero, model.n_choices)
         cs = np.flatnonzero(ok)[::-1]
         choice[soc[cs]] = cs
     if sense == "max" and one.any():
-        via = graph.almost_sure_max(g, target, max_rounds=QUALITATIVE_ROUNDS)[1]
         at = one & (via >= 0)
         choice[at] = via[at]
     if o.negated:
