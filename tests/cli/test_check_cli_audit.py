@@ -263,6 +263,14 @@ def test_example_models_are_named_by_their_example_name():
         assert "examples/models" not in res.stderr and "dice.pm" not in res.stderr
 
 
+def test_a_property_file_names_itself_in_its_syntax_errors(tmp_path):
+    bad = tmp_path / "bad.props"
+    bad.write_text('R{"time"}min=? [C];\nR{"time"}min=? [C\n')
+    res = run_mopmc("check", "example:tradeoff", "--props", bad)
+    assert_one_line_error(res, f"{bad}: property syntax error")
+    assert "example:tradeoff" not in res.stderr
+
+
 def _file(tmp_path, props: list[str]) -> str:
     path = tmp_path / "p.props"
     path.write_text(";\n".join(props) + "\n")

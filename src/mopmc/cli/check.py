@@ -70,7 +70,8 @@ def check_command(
                                 "to their precision)")
     with Spinner(f"loading {model}", show=not json_out) as spin:
         loaded = load(model, parse_consts(const), properties=text, warm="check" if engine != "lp" else None,
-                      warm_engine=engine, warm_device=device, valuations=export_scheduler is not None)
+                      warm_engine=engine, warm_device=device, valuations=export_scheduler is not None,
+                      properties_source=props_file)
         props = loaded.properties()
         if not props:
             raise PropertyError(f"no property found in {props_file or repr(prop)}")

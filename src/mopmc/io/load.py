@@ -95,8 +95,11 @@ def load(
     warm_engine: str = "kernel",
     warm_device: str | None = None,
     builder: str | None = None,
+    properties_source: str | None = None,
 ) -> LoadedModel:
     """Load and validate a model; parse ``properties`` (PRISM property text) against it.
+    ``properties_source``: where that text came from (a ``--props`` file), named by its errors
+    (default: the model).
 
     PRISM (``.prism .nm .pm``) and JANI files are built by Storm's sparse builder and moved out in
     bulk through an uncompressed UMB archive; ``.umb`` files are read directly. ``warm``
@@ -122,7 +125,8 @@ def load(
     source = given.strip() if example else str(path)
     try:
         return _load(path, constants, properties, valuations=valuations, warm=warm, warm_engine=warm_engine,
-                     warm_device=warm_device, builder=builder, start=start, source=source)
+                     warm_device=warm_device, builder=builder, start=start, source=source,
+                     properties_source=properties_source)
     except MopmcError as exc:
         if example:
             exc.args = tuple(a.replace(str(path), source) if isinstance(a, str) else a for a in exc.args)
@@ -130,7 +134,7 @@ def load(
 
 
 def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, warm_device, builder, start,
-          source: str) -> LoadedModel:
+          source: str, properties_source: str | None = None) -> LoadedModel:
     """:func:`load` once the path is resolved; ``source``: the model's name in messages."""
     _check_path(path)
     constants = dict(constants or {})
@@ -140,7 +144,7 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
         model = read_umb(path, valuations=valuations, source=source)
         formulas: tuple = ()
         if properties:
-            formulas = tuple(_parse_without_program(properties, str(path), model.labels))
+            formulas = tuple(_parse_without_program(properties, properties_source or str(path), model.labels))
         validate(model)
         return LoadedModel(model, None, formulas, time.perf_counter() - start, "dtmc" if model.is_dtmc else "mdp")
     text = storm.read_model_text(path)  # once: Storm's parse and the constants scan it for divisions by zero
@@ -148,7 +152,7 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
     if properties:  # --const also defines constants the properties declare without a value
         properties, constants = storm.define_property_constants(properties, constants)
     program = storm.define_constants(program, path, constants, text)
-    formulas = tuple(storm.parse_formulas(properties, program, str(path))) if properties else ()
+    formulas = tuple(storm.parse_formulas(properties, program, properties_source or str(path))) if properties else ()
     storm.check_labels(program, formulas, str(path))
     t_parse = time.perf_counter()
     started: list = []
