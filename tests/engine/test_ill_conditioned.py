@@ -97,7 +97,15 @@ def test_trap_is_as_close_as_the_doubles_allow():
                 b[i] += p
             elif u in idx and u != s:
                 a[i][idx[u]] -= p
-    for c in range(k):  # Gaussian elimination in rationals
+    exact = float(_solve_rational(a, b)[idx[m.initial]])
+    assert abs(value - exact) <= 1e-7 * exact
+    assert abs(exact - 1001 / 251001) <= 1e-7 * exact  # Storm's exact value of the rational program
+
+
+def _solve_rational(a: list, b: list) -> list:
+    """``a x = b`` by Gaussian elimination in rationals (``a`` and ``b`` are changed)."""
+    k = len(b)
+    for c in range(k):
         piv = next(r for r in range(c, k) if a[r][c] != 0)
         a[c], a[piv], b[c], b[piv] = a[piv], a[c], b[piv], b[c]
         for r in range(c + 1, k):
@@ -109,9 +117,7 @@ def test_trap_is_as_close_as_the_doubles_allow():
     x = [Fraction(0)] * k
     for r in range(k - 1, -1, -1):
         x[r] = (b[r] - sum(a[r][cc] * x[cc] for cc in range(r + 1, k))) / a[r][r]
-    exact = float(x[idx[m.initial]])
-    assert abs(value - exact) <= 1e-7 * exact
-    assert abs(exact - 1001 / 251001) <= 1e-7 * exact  # Storm's exact value of the rational program
+    return x
 
 
 def test_lp_engine_names_its_numerical_trouble():
@@ -142,25 +148,12 @@ def test_refine_settles_on_a_well_conditioned_system_and_fixes_an_ill_conditione
     lu = splu((diags(d) - p).tocsc())
     x0 = lu.solve(b)
     x, settled = refine(lu.solve, p, d, b, x0)
-    # expected steps to leave: solve exactly in rationals
-    from fractions import Fraction as F
-
-    a = [[F(0)] * n for _ in range(n)]
+    # expected steps to leave, exactly in rationals
+    a = [[Fraction(0)] * n for _ in range(n)]
     for i in range(n):
-        a[i][i] = F(float(d[i]))
+        a[i][i] = Fraction(float(d[i]))
     for r, c, v in zip(rows, cols, vals):
-        a[r][c] -= F(float(v))
-    bb = [F(1)] * n
-    for c in range(n):
-        for r in range(c + 1, n):
-            if a[r][c] != 0:
-                f = a[r][c] / a[c][c]
-                for cc in range(c, n):
-                    a[r][cc] -= f * a[c][cc]
-                bb[r] -= f * bb[c]
-    ex = [F(0)] * n
-    for r in range(n - 1, -1, -1):
-        ex[r] = (bb[r] - sum(a[r][cc] * ex[cc] for cc in range(r + 1, n))) / a[r][r]
-    want = np.array([float(v) for v in ex])
+        a[r][c] -= Fraction(float(v))
+    want = np.array([float(v) for v in _solve_rational(a, [Fraction(1)] * n)])
     assert settled
     assert np.max(np.abs(x - want) / want) <= 1e-14  # (the LU alone: 5.8e-12)
