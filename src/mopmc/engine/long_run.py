@@ -6,11 +6,12 @@ at most (at least, for ``min``) the component's optimal gain. So (de Alfaro 1997
 
 1. The maximal end components (:mod:`mopmc.engine.mec`).
 2. Each MEC's optimal gain ``g_M``: in closed form where the rewards of its own choices are all
-   equal (a deadlock, a label the component lies in or out of), else by the linear program over
-   its stationary frequencies (HiGHS), whose optimal vertex is one stationary policy with a single
-   recurrent class; the gain of that policy is then computed again from its stationary
-   distribution (one sparse LU), so the value is a policy's exact gain, not the solver's
-   tolerance-bound objective.
+   equal (a deadlock, a label the component lies in or out of), else by policy iteration for
+   communicating models (:func:`_policy_iteration`), else (no fixpoint within
+   :data:`GAIN_ROUNDS` rounds) by the linear program over its stationary frequencies (HiGHS),
+   whose optimal vertex is one stationary policy with a single recurrent class. Either way the
+   gain is computed again from the final policy's stationary distribution (one sparse LU), so the
+   value is a policy's exact gain, not a solver's tolerance-bound objective.
 3. The quotient: each MEC collapsed into one state, which keeps the choices of its states that
    leave it and gains a *stop* choice to a sink paying ``g_M``; every other choice pays nothing.
    The quotient has no end component left but the sink, so every scheduler stops somewhere, and
@@ -27,7 +28,7 @@ import warnings
 
 import numpy as np
 
-from mopmc.model.sparse_mdp import SparseMDP
+from mopmc.model.sparse_mdp import SparseMDP, ranges
 from mopmc.properties.objectives import Objective
 
 STOP = "__long_run_gain__"
@@ -79,9 +80,8 @@ class _Mec:
         self.first = np.searchsorted(self.local, np.arange(self.k + 1))
         where = np.full(model.n_states, -1, np.int64)
         where[self.states] = np.arange(self.k)
-        lens = model.indptr[own + 1] - model.indptr[own]
-        self.trans = np.repeat(model.indptr[own] - np.cumsum(lens) + lens, lens) + np.arange(int(lens.sum()))
-        self.col = np.repeat(np.arange(self.c), lens)
+        self.trans = ranges(model.indptr[own], model.indptr[own + 1])
+        self.col = np.repeat(np.arange(self.c), model.indptr[own + 1] - model.indptr[own])
         self.to = where[model.targets[self.trans]]  # (a MEC's own choices stay inside it)
         self.p = model.probs[self.trans]
 
@@ -108,7 +108,7 @@ def _gain(model: SparseMDP, own: np.ndarray, r: np.ndarray, maximise: bool) -> f
     gain = _policy_iteration(mec, sign * r)
     if gain is not None:
         return sign * gain
-    return _lp_gain(model, mec, r, maximise)
+    return _lp_gain(mec, r, maximise, model.source)
 
 
 def _policy_iteration(mec: _Mec, rr: np.ndarray) -> float | None:
@@ -170,7 +170,6 @@ def _closed_classes(p) -> list:
 def _class_gain(p, cls: np.ndarray, step: np.ndarray) -> float | None:
     """The gain of the closed class ``cls`` of the chain ``p`` with rewards ``step`` (per state of
     ``cls``, in its order): its stationary distribution (one sparse LU) dotted with the rewards."""
-
     if np.all(step == step[0]):
         return float(step[0])
     pi = _stationary(p[cls][:, cls])
@@ -238,16 +237,16 @@ def _route(mec: _Mec, pol: np.ndarray, target: np.ndarray) -> np.ndarray:
     return out
 
 
-def _lp_gain(model: SparseMDP, mec: _Mec, r: np.ndarray, maximise: bool) -> float:
+def _lp_gain(mec: _Mec, r: np.ndarray, maximise: bool, source: str) -> float:
     """The optimal gain of one MEC by the linear program over its stationary frequencies (HiGHS),
     then the exact gain of the policy at the LP's optimal vertex."""
     from scipy.optimize import linprog
     from scipy.sparse import coo_matrix, csr_matrix, vstack
 
-    k, c, local, trans, col, to = mec.k, mec.c, mec.local, mec.trans, mec.col, mec.to
+    k, c = mec.k, mec.c
     # flow: what leaves a state (its frequency) equals what enters it; frequencies sum to 1
-    out = coo_matrix((np.ones(c), (local, np.arange(c))), shape=(k, c))
-    into = coo_matrix((model.probs[trans], (to, col)), shape=(k, c))
+    out = coo_matrix((np.ones(c), (mec.local, np.arange(c))), shape=(k, c))
+    into = coo_matrix((mec.p, (mec.to, mec.col)), shape=(k, c))
     a_eq = vstack([(out - into).tocsr(), csr_matrix(np.ones((1, c)))]).tocsr()
     b_eq = np.r_[np.zeros(k), 1.0]
     sign = -1.0 if maximise else 1.0
@@ -256,23 +255,24 @@ def _lp_gain(model: SparseMDP, mec: _Mec, r: np.ndarray, maximise: bool) -> floa
     if res.status != 0:  # a MEC always has a stationary policy: only a solver failure gets here
         from mopmc.errors import UnsupportedModelError
 
-        raise UnsupportedModelError(f"{model.source}: the long-run gain of an end component of {k} states: "
+        raise UnsupportedModelError(f"{source}: the long-run gain of an end component of {k} states: "
                                     f"HiGHS failed ({res.message})")
     lp_value = float(r @ res.x)
     x = np.maximum(res.x, 0.0)
     x[x < 1e-12 * x.max()] = 0.0  # (a vertex's basic variables at rounding level: not part of the policy)
-    exact = _policy_gain(model, local, k, x, r, trans, col, to)
+    exact = _policy_gain(mec, x, r)
     if exact is None or abs(exact - lp_value) > 1e-6 * max(1.0, abs(lp_value)):
         return lp_value
     return exact
 
 
-def _policy_gain(model, local, k, x, r, trans, col, to) -> float | None:
+def _policy_gain(mec: _Mec, x: np.ndarray, r: np.ndarray) -> float | None:
     """The exact gain of the stationary policy ``x`` induces (``pi(c|s) = x_c / sum``), from the
     stationary distribution of its chain on the states it visits; ``None`` where that chain is not
     closed or has more than one recurrent class (the LP's value then stands)."""
     from scipy.sparse import coo_matrix
 
+    k, local, col, to = mec.k, mec.local, mec.col, mec.to
     visits = np.bincount(local, weights=x, minlength=k)
     support = visits > 0
     if not support.any():
@@ -284,7 +284,7 @@ def _policy_gain(model, local, k, x, r, trans, col, to) -> float | None:
     idx = np.full(k, -1, np.int64)
     idx[support] = np.arange(int(support.sum()))
     n = int(support.sum())
-    p = coo_matrix((model.probs[trans[used]] * pol[col[used]], (idx[local[col[used]]], idx[to[used]])),
+    p = coo_matrix((mec.p[used] * pol[col[used]], (idx[local[col[used]]], idx[to[used]])),
                    shape=(n, n)).tocsr()
     pi = _stationary(p)
     if pi is None:
@@ -315,13 +315,15 @@ def quotient(model: SparseMDP, ec, gains: np.ndarray) -> SparseMDP:
     row_groups = np.searchsorted(new_owner, np.arange(n_new + 1))
     # transitions: an old choice's targets mapped through rep (merged); a stop goes to the sink
     old = src_choice >= 0
-    lens = np.where(old, model.indptr[np.maximum(src_choice, 0) + 1] - model.indptr[np.maximum(src_choice, 0)], 1)
+    sc = src_choice[old]
+    lens = np.ones(len(src_choice), np.int64)
+    lens[old] = model.indptr[sc + 1] - model.indptr[sc]
     c_of_t = np.repeat(np.arange(len(src_choice)), lens)
-    starts = np.repeat(np.cumsum(lens) - lens, lens)
-    k_of_t = np.arange(int(lens.sum())) - starts
-    src_t = np.where(old[c_of_t], model.indptr[np.maximum(src_choice, 0)][c_of_t] + k_of_t, -1)
-    tgt = np.where(src_t >= 0, rep[model.targets[np.maximum(src_t, 0)]], sink)
-    prob = np.where(src_t >= 0, model.probs[np.maximum(src_t, 0)], 1.0)
+    trans = ranges(model.indptr[sc], model.indptr[sc + 1])  # (in the order of the old choices)
+    tgt = np.full(len(c_of_t), sink, np.int64)
+    prob = np.ones(len(c_of_t))
+    from_old = old[c_of_t]
+    tgt[from_old], prob[from_old] = rep[model.targets[trans]], model.probs[trans]
     key = np.lexsort((tgt, c_of_t))
     c_of_t, tgt, prob = c_of_t[key], tgt[key], prob[key]
     first = np.r_[True, (c_of_t[1:] != c_of_t[:-1]) | (tgt[1:] != tgt[:-1])]
