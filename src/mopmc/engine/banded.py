@@ -269,6 +269,19 @@ class _InOrder:
         return x
 
 
+def conserving_split(inside: csr_matrix, owner: np.ndarray, outside_sum: np.ndarray,
+                     exits: np.ndarray) -> tuple[csr_matrix, np.ndarray]:
+    """``(P_off, D)`` of a block's choices (``inside`` and the rest as :func:`block_solver` takes
+    them): ``P_off`` their transitions to *other* states of the block (CSR, choices x states) and
+    ``D`` what each choice sends elsewhere, summed, never taken as 1 minus a self-loop (the
+    diagonal band elimination computes; SuperLU factors ``D[pol] - P_off[pol]``,
+    :mod:`mopmc.engine.refine`)."""
+    coo = inside.tocoo()
+    off = owner[coo.row] != coo.col
+    p_off = csr_matrix((coo.data[off], (coo.row[off], coo.col[off])), shape=inside.shape)
+    return p_off, np.asarray(p_off.sum(axis=1)).ravel() + leave_mass(inside, outside_sum, exits)
+
+
 def leave_mass(inside: csr_matrix, outside_sum: np.ndarray, exits: np.ndarray) -> np.ndarray:
     """Per choice, the probability of leaving the block: ``outside_sum`` (to solved states) and, on
     ``exits`` choices, what their probabilities miss of 1 (the terminal)."""

@@ -33,6 +33,7 @@ import numpy as np
 from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import connected_components
 
+from mopmc.engine.banded import conserving_split
 from mopmc.engine.refine import refine
 from mopmc.engine.reductions.goal_memory import bit_for, decision_set
 from mopmc.errors import SchedulerError
@@ -300,16 +301,13 @@ class _Solved(NamedTuple):
     visits: np.ndarray  # expected visits per chain state (inf for recurrent ones)
 
 
-def _band_solve(chain: Chain, trans, where, rows_q, exits, b, fallback):
+def _band_solve(p_in, out_sum, exits, b, fallback):
     """The transient part's values by band elimination (:mod:`mopmc.engine.banded`) where its
-    factors fit the default budgets, else ``fallback`` (SuperLU's refined values)."""
-    from mopmc.engine.banded import BAND_BUDGET, block_solver
+    factors fit the engines' rescue budgets, else ``fallback`` (SuperLU's refined values)."""
+    from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver
 
-    n = len(trans)
-    inside = where[rows_q.col] >= 0
-    p_in = csr_matrix((rows_q.data[inside], (rows_q.row[inside], where[rows_q.col[inside]])), shape=(n, n))
-    out_sum = np.bincount(rows_q.row[~inside], weights=rows_q.data[~inside], minlength=n)
-    solver, _ = block_solver(p_in, np.arange(n, dtype=np.int64), out_sum, exits, BAND_BUDGET, False)
+    n = p_in.shape[0]
+    solver, _ = block_solver(p_in, np.arange(n, dtype=np.int64), out_sum, exits, BAND_BUDGET, False, RESCUE_FLOPS)
     if solver is None:
         return fallback
     lu = solver.factor(np.arange(n, dtype=np.int64))
@@ -336,14 +334,13 @@ def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
     where[trans] = np.arange(len(trans))
     # D - Q_off as the engines factor it (mopmc.engine.refine): the diagonal is what each state
     # sends elsewhere, summed (to other states, and to the terminal where a row misses mass)
+    n_t = len(trans)
     rows_q = chain.q[trans].tocoo()
-    off = rows_q.col != trans[rows_q.row]
-    sent = np.bincount(rows_q.row[off], weights=rows_q.data[off], minlength=len(trans))
-    missing = 1.0 - np.asarray(chain.q[trans].sum(axis=1)).ravel()
-    diag = sent + np.where(missing > 1e-12, missing, 0.0)
-    inside = off & (where[rows_q.col] >= 0)
-    q_off = csr_matrix((rows_q.data[inside], (rows_q.row[inside], where[rows_q.col[inside]])),
-                       shape=(len(trans), len(trans)))
+    inside = where[rows_q.col] >= 0
+    p_in = csr_matrix((rows_q.data[inside], (rows_q.row[inside], where[rows_q.col[inside]])), shape=(n_t, n_t))
+    out_sum = np.bincount(rows_q.row[~inside], weights=rows_q.data[~inside], minlength=n_t)
+    exits = 1.0 - np.asarray(chain.q[trans].sum(axis=1)).ravel() > 1e-12
+    q_off, diag = conserving_split(p_in, np.arange(n_t, dtype=np.int64), out_sum, exits)
     try:
         lu = splu((diags(diag) - q_off).tocsc())
     except RuntimeError:  # a zero pivot by cancellation (the chain leaves its transient states surely)
@@ -355,7 +352,7 @@ def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
         if lu is not None:
             v, settled = refine(lu.solve, q_off, diag, b, np.asarray(lu.solve(b)).reshape(b.shape))
         if not settled:  # too ill-conditioned for SuperLU: subtraction-free band elimination
-            v = _band_solve(chain, trans, where, rows_q, missing > 1e-12, b, v if lu is not None else None)
+            v = _band_solve(p_in, out_sum, exits, b, v if lu is not None else None)
         values[finite] = v[where[chain.initial]]
     if want_visits:
         if lu is None:

@@ -35,7 +35,7 @@ from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver, leave_mass
+from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver, conserving_split
 from mopmc.engine.refine import refine
 from mopmc.engine.problem import Problem
 from mopmc.errors import InfiniteValueError, UnsupportedModelError
@@ -70,16 +70,11 @@ class CyclicBlock:
         self.A_in = csr_matrix((A.data[inside], (A.row[inside], local[A.col[inside]])), shape=shape_in)
         self.A_out = csr_matrix((A.data[~inside], (A.row[~inside], A.col[~inside])), shape=A.shape)
         self.leaves = (np.diff(self.A_out.indptr) > 0) | p.exits[self.choices]
-        # the policy's matrix is D - P_off: P_off its transitions to other states of the block, D what
-        # each choice sends elsewhere (to them, out of the block, to the terminal), summed, never
-        # taken as 1 minus a self-loop (mopmc.engine.refine: rounding leaks in 1 - p compound)
-        coo = self.A_in.tocoo()
-        off = self.owner[coo.row] != coo.col
-        self.P_off = csr_matrix((coo.data[off], (coo.row[off], coo.col[off])), shape=self.A_in.shape)
+        # the policy's matrix is D - P_off (mopmc.engine.refine: rounding leaks in 1 - p compound)
         out_sum = np.asarray(self.A_out.sum(axis=1)).ravel()
-        self.diag = np.asarray(self.P_off.sum(axis=1)).ravel() + leave_mass(self.A_in, out_sum, p.exits[self.choices])
         self.out_sum, self.exits = out_sum, p.exits[self.choices]
-        self._band_tried = bool(band) and not cheap  # (a cheap-only budget may still fit the default one)
+        self.P_off, self.diag = conserving_split(self.A_in, self.owner, out_sum, self.exits)
+        self._band_tried = False  # (the rescue's budget, RESCUE_FLOPS, is above any tried here)
         self.banded = None
         self.bandwidth = None  # (given a ``band`` budget: the transitions' bandwidth in band order)
         if band:

@@ -39,7 +39,8 @@ from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, TORCH_LU_ITERATE, block_solver, grid_like, iterate_rather, leave_mass
+from mopmc.engine.banded import (BAND_BUDGET, RESCUE_FLOPS, TORCH_LU_ITERATE, block_solver, conserving_split,
+                                 grid_like, iterate_rather)
 from mopmc.engine.policy_iteration import LOOKAHEAD
 from mopmc.engine.refine import refine
 from mopmc.engine.torch_engine import to_device
@@ -86,25 +87,19 @@ class DeviceBlock:
         leaves[rows[~inside]] = True
         self._leaves = leaves | problem.exits[c0:c1]
         owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
+        probs = problem.probs[k0:k1]
+        P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
+        out = np.bincount(rows[~inside], weights=probs[~inside], minlength=self.nc)
+        self._band_args = (P_in, owner, out, problem.exits[c0:c1])
+        self._band_tried = False  # (the rescue's budget, RESCUE_FLOPS, is above any tried here)
         if not self.dense and engine.band_budget > 0:  # (as the CPU engine's blocks)
-            probs = problem.probs[k0:k1]
-            P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
-            out = np.bincount(rows[~inside], weights=probs[~inside], minlength=self.nc)
-            self.banded, width = block_solver(P_in, owner, out, problem.exits[c0:c1], engine.band_budget, self.sparse)
+            self.banded, width = block_solver(*self._band_args, engine.band_budget, self.sparse)
             if self.banded is None and iterate_rather(self.n, width, TORCH_LU_ITERATE):
                 self.sparse = False  # three-dimensional and dear to factor: iterated (banded.TORCH_LU_ITERATE)
             elif self.banded is None and not self.sparse and grid_like(self.n, width):
                 self.sparse = True  # SuperLU on the host (see mopmc.engine.banded.LU_GATE)
-        # exact solves factor D - P_off (as the CPU engine's blocks, mopmc.engine.refine): P_off the
-        # transitions to other states of the block, D each choice's mass sent elsewhere, summed
-        probs_in = problem.probs[k0:k1][inside]
-        off = owner[rows[inside]] != tg[inside] - a
-        self._host_off = (owner[rows[inside]][off], (tg[inside] - a)[off], probs_in[off], rows[inside][off])
-        out_sum = np.bincount(rows[~inside], weights=problem.probs[k0:k1][~inside], minlength=self.nc)
-        P_choice = csr_matrix((probs_in, (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
-        self._host_diag = (np.bincount(rows[inside][off], weights=probs_in[off], minlength=self.nc)
-                           + leave_mass(P_choice, out_sum, problem.exits[c0:c1]))
-        self._band_args = (P_choice, owner, out_sum, problem.exits[c0:c1])
+        # exact solves factor D - P_off on the host, as the CPU engine's blocks (mopmc.engine.refine)
+        self._P_off, self._diag = conserving_split(*self._band_args)
         self.exact = self.dense or self.sparse or self.banded is not None
 
     # ------------------------------------------------------------------ one direction
@@ -259,19 +254,13 @@ class DeviceBlock:
     def _host_policy(self, pol: np.ndarray):
         """``(P_off, D)`` of the policy ``pol`` (local choices) on the host: its transitions to other
         states of the block (CSR) and its diagonal, the mass each state sends elsewhere."""
-        owner, cols, probs, rows = self._host_off
-        chosen = np.zeros(self.nc, bool)
-        chosen[pol] = True
-        sel = chosen[rows]
-        p_off = csr_matrix((probs[sel], (owner[sel], cols[sel])), shape=(self.n, self.n))  # duplicates summed
-        return p_off, self._host_diag[pol]
+        return self._P_off[pol], self._diag[pol]
 
     def _to_band(self) -> bool:
         """Band elimination for this block where it fits the default budgets (SuperLU failed it)."""
-        if self.banded is None and not getattr(self, "_band_tried", False):
+        if self.banded is None and not self._band_tried:
             self._band_tried = True
-            P_choice, owner, out_sum, exits = self._band_args
-            self.banded, _ = block_solver(P_choice, owner, out_sum, exits, BAND_BUDGET, False, RESCUE_FLOPS)
+            self.banded, _ = block_solver(*self._band_args, BAND_BUDGET, False, RESCUE_FLOPS)
         return self.banded is not None
 
     def _iterate(self, vals, rhs, x0=None):
