@@ -191,9 +191,6 @@ class DeviceBlock:
     def _evaluator(self, pol):
         """``rhs (n x k) -> (solution, error bound per column)`` for ``(I - P_pi) x = rhs``."""
         torch = self.torch
-        chosen = torch.zeros(self.nc, device=pol.device, dtype=torch.bool)
-        chosen[pol] = True
-        vals = self.in_vals * chosen.index_select(0, self.in_rows)
         if self.dense:
             p_off, d = self._host_policy(pol.cpu().numpy())
             M = torch.from_numpy(np.diag(d) - p_off.toarray()).to(pol.device)
@@ -213,6 +210,9 @@ class DeviceBlock:
             return dense
         if self.sparse or self.banded is not None:
             return self._sparse_lu(pol)
+        chosen = torch.zeros(self.nc, device=pol.device, dtype=torch.bool)
+        chosen[pol] = True
+        vals = self.in_vals * chosen.index_select(0, self.in_rows)  # (the policy's transitions, on the device)
 
         def iterative(rhs, x0=None):
             return self._iterate(vals, rhs, x0)
