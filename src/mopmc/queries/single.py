@@ -113,23 +113,20 @@ def check(
         if engine == "lp":
             value, sched, bound = _lp_value(model, o)
         elif engine in ("kernel", "torch"):
+            if engine == "kernel":
+                opts, make = {"precision": precision, "method": method}, None
+            else:  # the kernel on a torch device (``device``: cuda or cpu)
+                from mopmc.engine.torch_engine import TorchEngine as make
+
+                opts = {"precision": precision, "device": device}
             try:
                 memo: dict = {}
                 if (early := _qualitative_first(model, o, memo)) is not None:
                     value, sched, bound = early
                 elif (split := _qualitative_split(model, o, memo)) is not None:  # Storm's prob0/prob1 first
-                    opts = {"precision": precision, "method": method} if engine == "kernel" else \
-                        {"precision": precision, "device": device}
-                    make = None
-                    if engine == "torch":
-                        from mopmc.engine.torch_engine import TorchEngine as make
                     value, sched, bound = _split_value(model, o, split, opts, make)
-                elif engine == "kernel":
-                    value, sched, bound = _kernel_value(model, o, {"precision": precision, "method": method})
-                else:  # the kernel on a torch device (``device``: cuda or cpu)
-                    from mopmc.engine.torch_engine import TorchEngine
-
-                    value, sched, bound = _kernel_value(model, o, {"precision": precision, "device": device}, TorchEngine)
+                else:
+                    value, sched, bound = _kernel_value(model, o, opts, make)
             except MixedSignError as exc:  # the exact LP weighs it (a total of 0, infinite, or none)
                 from mopmc.queries.dispatch import lp_fallback_note
 
@@ -235,39 +232,32 @@ _SURE = "__mopmc_sure__"  # the split model's label: the target and the states r
 
 
 def _qualitative_split(model: SparseMDP, o: Objective, memo: dict | None = None):
-    """For an unbounded ``P[F phi]`` or ``P[G phi]`` (as ``1 - P[F !phi]``, the other direction):
-    ``(zero, one, target, reach_sense, via)``, the states where graph analysis alone decides the reach
-    probability (Storm's prob0 and prob1) when some do beside the initial state, else ``None``. The
+    """For an unbounded ``Pmin[F phi]``, or ``Pmax[G phi]`` (as ``1 - Pmin[F !phi]``):
+    ``(zero, one, target)``, the states where graph analysis alone decides the reach probability
+    (Storm's prob0 and prob1), where those close a cycle of two or more states, else ``None``. The
     engine's policy iteration stops at improvements of 1e-12 relative, which on a probability near
     1 that is 0 in truth is no improvement at all: a trap left with probability 1e-15 kept
-    ``Pmin[F !bad]`` at 1 - 1e-15 (and ``Pmax[G bad]`` at 1e-15 instead of 1)."""
+    ``Pmin[F !bad]`` at 1 - 1e-15 (and ``Pmax[G bad]`` at 1e-15 instead of 1). Maximum reach
+    probabilities keep the engine's way: it drops the states that cannot reach the target, and the
+    initial state's value near 1 is settled by :func:`_qualitative` (prob1 here cost 0.45 s on
+    Model A n=200)."""
     if o.kind != "probability" or o.left_text is not None or o.steps is not None:
         return None
-    sense = o.sense if not o.negated else ("min" if o.sense == "max" else "max")
-    if sense == "max":  # (the engine drops the states that cannot reach the target; the initial
-        return None     # state's value near 1 is settled by _qualitative: prob1 here cost 0.45 s on Model A)
-    from mopmc.engine.reductions import graph
-
-    g = graph.Csr(model.row_groups, model.indptr, model.targets)
+    if (o.sense == "max") != o.negated:  # a maximum reach probability
+        return None
     target = o.target_mask(model)
-    via = None  # (Pmax = 1: a choice per state towards the target)
-    if sense == "min" and memo and "min" in memo:  # (computed by _qualitative_first)
+    if memo and "min" in memo:  # (computed by _qualitative_first)
         zero, one = memo["min"]
-    elif sense == "min":
+    else:
+        from mopmc.engine.reductions import graph
+
+        g = graph.Csr(model.row_groups, model.indptr, model.targets)
         rev = graph.reverse(g)
         zero = graph.avoid_positive(g, target, rev)
-        if not _cyclic_within(model, zero):  # (the cheap half first: P[G] on Model A, 1.9M states)
-            return None
         one = ~graph.can_reach(g, zero, rev, ~target[model.state_of_choice()]) & ~target
-    else:  # (Pmax = 1 by a nested fixpoint: at most QUALITATIVE_ROUNDS rounds, as _qualitative_first)
-        rev = graph.reverse(g)
-        zero = ~graph.can_reach(g, target, rev)
-        found = graph.almost_sure_max(g, target, None, rev, max_rounds=QUALITATIVE_ROUNDS)
-        one = (found[0] if found is not None else np.zeros_like(target)) & ~target
-        via = found[1] if found is not None else None
     if not _cyclic_within(model, zero | one):  # the engine's passes decide acyclic parts exactly
         return None
-    return zero, one, target, sense, via
+    return zero, one, target
 
 
 def _cyclic_within(model: SparseMDP, states: np.ndarray) -> bool:
@@ -294,13 +284,13 @@ def _split_value(model: SparseMDP, o: Objective, split, options: dict, make=None
     """``(value, scheduler, bound)`` of ``o`` from the engine on ``model`` with the states of
     ``split`` decided: those of probability 0 made absorbing (each choice a self-loop, so that
     choice numbers stay), those of probability 1 added to the target. The scheduler is memoryless:
-    the engine's choices elsewhere, and on decided states the graph's (keeping away from the target,
-    or moving towards it)."""
+    the engine's choices elsewhere, and on the states of probability 0 the graph's (keeping away
+    from the target)."""
     import dataclasses
 
     from mopmc.engine import numba_kernels as nk
 
-    zero, one, target, sense, via = split
+    zero, one, target = split
     soc = model.state_of_choice()
     lens = np.diff(model.indptr)
     dead = zero[soc]
@@ -316,7 +306,7 @@ def _split_value(model: SparseMDP, o: Objective, split, options: dict, make=None
     labels = dict(model.labels)
     labels[_SURE] = target | one
     split_model = dataclasses.replace(model, indptr=indptr, targets=targets, probs=probs, labels=labels)
-    reach = dataclasses.replace(o, sense=sense, negated=False, right_text=f'"{_SURE}"', threshold=None,
+    reach = dataclasses.replace(o, sense="min", negated=False, right_text=f'"{_SURE}"', threshold=None,
                                 comparison=None)
     from mopmc.engine.kernel import Engine
 
@@ -327,13 +317,10 @@ def _split_value(model: SparseMDP, o: Objective, split, options: dict, make=None
     sch = res.scheduler
     first = sch.memory == 0
     choice[sch.state[first]] = sch.choice[first]
-    if sense == "min" and zero.any():
+    if zero.any():
         ok = zero[soc] & nk.all_successors_in(model.indptr, model.targets, zero, model.n_choices)
         cs = np.flatnonzero(ok)[::-1]
         choice[soc[cs]] = cs
-    if sense == "max" and one.any():
-        at = one & (via >= 0)
-        choice[at] = via[at]
     if o.negated:
         value = 1.0 - value
     return value, _memoryless(model, choice), res.error_bound
