@@ -151,10 +151,8 @@ def _estimate(logs, out, reference, ttc_score, hw_score, config, n, method, leve
     from mopmc.design.params import episode_length as check_n
     from mopmc.errors import ConfigError
     from mopmc.runtime.config import RuntimeConfig, load_config
-    from mopmc.runtime.estimate import (Score, episode_length, estimate_parameters, length_notes, load_logs,
+    from mopmc.runtime.estimate import (METHODS, Score, episode_length, estimate_parameters, length_notes, load_logs,
                                         reference_hint, reference_scores, switched_note, write_parameters)
-
-    from mopmc.runtime.estimate import METHODS
 
     _seconds("--ttc-score", [] if ttc_score is None else [ttc_score])
     _seconds("--hw-score", [] if hw_score is None else [hw_score])
