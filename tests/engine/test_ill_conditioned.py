@@ -23,7 +23,7 @@ DATA = Path(__file__).parent / "data"
 
 CASES = [
     # file, property, relative tolerance against Storm's exact value of the rational program
-    ("ill_trap_dtmc.nm", 'P=? [F "t"]', 1e-6),  # see test_trap_is_as_close_as_the_doubles_allow
+    ("ill_trap_dtmc.nm", 'P=? [F "t"]', 1e-12),  # see test_trap_is_as_close_as_the_doubles_allow
     ("ill_walk_rmin.nm", 'R{"r0"}min=? [C]', 1e-12),
     ("ill_walk_rmin_deep.nm", 'R{"r0"}min=? [C]', 1e-12),
     # a walk that reaches the deadlock x=12 (where y stays 0) with probability about 1 - 1e-15: the
@@ -32,6 +32,18 @@ CASES = [
     ("trap_globally.nm", 'Pmin=? [F !"bad"]', 1e-12),
     ("trap_globally.nm", 'Pmax=? [F !"bad"]', 1e-12),
     ("trap_globally.nm", 'Pmin=? [G "bad"]', 1e-2),  # 1 - (1 - 1.005e-15) in doubles
+    # states left with probability 1e-12 a step: a value through a self-loop divided by 1 minus the
+    # loop's double was 2.2e-5 off (1 - fl(1 - 2e-12)), and the cycle's exits taken as 1 minus the
+    # rest of their row 8.3e-8; the engines divide by what a choice sends elsewhere, summed, with
+    # the probabilities of transitions to removed states kept as the choice's exit mass
+    ("rare_exit_loop.nm", 'R{"r"}max=? [C]', 1e-14),
+    ("rare_exit_loop.nm", 'R{"r"}max=? [F x>0]', 1e-14),
+    ("rare_exit_split.nm", 'Pmax=? [F "one"]', 1e-14),
+    ("rare_exit_split.nm", 'R{"r"}max=? [C]', 1e-14),
+    ("rare_exit_cycle.nm", 'Pmax=? [F "one"]', 1e-14),
+    ("rare_exit_cycle.nm", 'Pmin=? [F "one"]', 1e-14),
+    ("rare_exit_cycle.nm", 'R{"r"}max=? [F x>1]', 1e-14),
+    ("rare_exit_cycle.nm", 'R{"r"}max=? [C]', 1e-14),
 ]
 
 
@@ -66,9 +78,11 @@ def test_equals_storm_exact(name, prop, tol, engine, device):
 
 def test_trap_is_as_close_as_the_doubles_allow():
     """The trap's chain, solved exactly in rationals on the model's own doubles, with the diagonal as
-    the engines take it: the engine's value is that to 1e-7, and both are 8e-8 from the rational
-    program's (the doubles of 999/1000 and 1/1000 are not those numbers; with the diagonal taken as
-    1 - p the doubles' exact answer is 4.4e-4 off, which the engine answered before)."""
+    the engines take it (what each state sends elsewhere): the engine's value is that to 1e-14, and
+    both are Storm's exact value of the rational program to 1e-14. With the diagonal taken as 1 - p
+    the doubles' exact answer is 4.4e-4 off (the engine answered that before), and with the diagonal's
+    sum rounded to a double in refinement's residuals the engine was 5.9e-8 off (a leak of up to
+    half an ulp a step, over the 1e14 steps the trap holds a path)."""
     loaded = load(DATA / "ill_trap_dtmc.nm", properties='P=? [F "t"]')
     m = loaded.model
     target = loaded.properties()[0].objectives[0].target_mask(m)
@@ -98,8 +112,8 @@ def test_trap_is_as_close_as_the_doubles_allow():
             elif u in idx and u != s:
                 a[i][idx[u]] -= p
     exact = float(_solve_rational(a, b)[idx[m.initial]])
-    assert abs(value - exact) <= 1e-7 * exact
-    assert abs(exact - 1001 / 251001) <= 1e-7 * exact  # Storm's exact value of the rational program
+    assert abs(value - exact) <= 1e-14 * exact
+    assert abs(exact - 1001 / 251001) <= 1e-14 * exact  # Storm's exact value of the rational program
 
 
 def _solve_rational(a: list, b: list) -> list:
@@ -124,6 +138,35 @@ def test_lp_engine_names_its_numerical_trouble():
     for name, prop in (("ill_trap_dtmc.nm", 'P=? [F "t"]'), ("ill_walk_rmin_deep.nm", 'R{"r0"}min=? [C]')):
         res = run_mopmc("check", str(DATA / name), "--prop", prop, "--engine", "lp")
         assert_one_line_error(res, "HiGHS reports the occupation LP infeasible, which it is not")
+
+
+def test_lp_engine_refuses_coefficients_highs_reads_as_zero():
+    """HiGHS reads a coefficient below 1e-9 as 0: on a state left with probability 1e-12 a step it
+    answered Pmax = 0 for 1 and R max = inf for 1e12, so the program is refused in one line."""
+    for name, prop in (("rare_exit_loop.nm", 'R{"r"}max=? [C]'), ("rare_exit_cycle.nm", 'Pmax=? [F "one"]')):
+        res = run_mopmc("check", str(DATA / name), "--prop", prop, "--engine", "lp")
+        assert_one_line_error(res, "below the 1e-09 under which HiGHS reads one as 0", "--engine kernel")
+
+
+def test_exit_mass_is_what_the_dropped_transitions_carried():
+    """Restricting a problem keeps, per choice, the probabilities of the transitions it dropped
+    (the terminal's), and the engines divide a self-loop's value by what its choice sends
+    elsewhere: 2e-12 here exactly, where 1 - fl(1 - 2e-12) is 2.00018e-12."""
+    from mopmc.engine.problem import Problem, denominators, exit_mass, permute, restrict
+
+    p_self = 999999999998 / 1000000000000
+    # state 0: one choice, a self-loop and 1e-12 to each of states 1 and 2 (absorbing)
+    p = Problem(np.array([0, 1, 2, 3]), np.array([0, 3, 4, 5]), np.array([0, 1, 2, 1, 2]),
+                np.array([p_self, 1e-12, 1e-12, 1.0, 1.0]), np.zeros((3, 1)), np.zeros(3, bool), 0)
+    assert exit_mass(p).tolist() == [0.0, 0.0, 0.0]
+    assert denominators(p).tolist() == [2e-12, 0.0, 0.0]  # (1 and 2 only loop: never divided by)
+    q = restrict(p, np.array([True, True, False])).problem  # state 2 goes: its 1e-12 to the terminal
+    assert q.exits.tolist() == [True, False] and q.exit_mass.tolist() == [1e-12, 0.0]
+    assert denominators(q)[0] == 2e-12 != 1.0 - p_self
+    r = permute(q, np.array([1])).problem  # and state 0 too: the mass adds up
+    assert r.exit_mass.tolist() == [0.0]
+    r = permute(q, np.array([0])).problem
+    assert r.exit_mass.tolist() == [2e-12] and denominators(r)[0] == 2e-12
 
 
 def test_refine_settles_on_a_well_conditioned_system_and_fixes_an_ill_conditioned_one():

@@ -274,7 +274,9 @@ def _product_reference(model, objectives, choice_mask=None):
             else:
                 col = np.where(unset & ~o.target_mask(model)[s], model.reward(o.reward_model)[pc], 0.0)
         np.multiply(col, ori.direction[i], out=R[:, i])
-    return Problem(rg, ip, tgt[live], model.probs[idx][live], R, kept < counts, 0 if k else int(index[model.initial]) - 1)
+    tchoice = np.repeat(np.arange(len(pc), dtype=np.int64), counts)  # (the dropped transitions' probabilities: the exit mass)
+    mass = np.bincount(tchoice[~live], weights=model.probs[idx][~live], minlength=len(pc)).astype(np.float64)
+    return Problem(rg, ip, tgt[live], model.probs[idx][live], R, kept < counts, 0 if k else int(index[model.initial]) - 1, mass)
 
 
 @settings(max_examples=60, **FAST)

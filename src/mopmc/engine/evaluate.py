@@ -33,7 +33,7 @@ import numpy as np
 from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import connected_components
 
-from mopmc.engine.banded import conserving_split
+from mopmc.engine.banded import conserving_split, sums_dd
 from mopmc.engine.refine import refine
 from mopmc.engine.reductions.goal_memory import bit_for, decision_set
 from mopmc.errors import SchedulerError
@@ -338,9 +338,9 @@ def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
     rows_q = chain.q[trans].tocoo()
     inside = where[rows_q.col] >= 0
     p_in = csr_matrix((rows_q.data[inside], (rows_q.row[inside], where[rows_q.col[inside]])), shape=(n_t, n_t))
-    out_sum = np.bincount(rows_q.row[~inside], weights=rows_q.data[~inside], minlength=n_t)
+    out_sum, out_lo = sums_dd(rows_q.row[~inside], rows_q.data[~inside], n_t)
     exits = 1.0 - np.asarray(chain.q[trans].sum(axis=1)).ravel() > 1e-12
-    q_off, diag = conserving_split(p_in, np.arange(n_t, dtype=np.int64), out_sum, exits)
+    q_off, diag, diag_lo = conserving_split(p_in, np.arange(n_t, dtype=np.int64), out_sum, exits, out_lo)
     try:
         lu = splu((diags(diag) - q_off).tocsc())
     except RuntimeError:  # a zero pivot by cancellation (the chain leaves its transient states surely)
@@ -350,7 +350,7 @@ def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
         b = np.ascontiguousarray(chain.rewards[trans][:, finite])
         settled = False
         if lu is not None:
-            v, settled = refine(lu.solve, q_off, diag, b, np.asarray(lu.solve(b)).reshape(b.shape))
+            v, settled = refine(lu.solve, q_off, (diag, diag_lo), b, np.asarray(lu.solve(b)).reshape(b.shape))
         if not settled:  # too ill-conditioned for SuperLU: subtraction-free band elimination
             v = _band_solve(p_in, out_sum, exits, b, v if lu is not None else None)
         values[finite] = v[where[chain.initial]]

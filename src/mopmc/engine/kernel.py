@@ -61,7 +61,7 @@ import numpy as np
 from mopmc.engine.banded import BAND_BUDGET, grid_like, iterate_rather, iteration_budget
 from mopmc.engine.iterative import IterativeBlock
 from mopmc.engine.policy_iteration import CyclicBlock
-from mopmc.engine.problem import Problem, identity, is_range, permute, restrict
+from mopmc.engine.problem import Problem, denominators, identity, is_range, permute, restrict
 from mopmc.engine.reductions import end_components as ec
 from mopmc.engine.reductions import goal_memory, graph
 from mopmc.engine.scc import Plan, Sccs, nearly_sequential, plan, processing_order
@@ -229,6 +229,7 @@ class Engine:
         stamp("renumber")
         self.matrix = p.matrix() if any(kind == "cycles" for kind, _ in self.plan.steps) else None  # for the cyclic blocks
         self.self_only = _self_only(p)
+        self.den = denominators(p)  # (1 - p_self per choice, summed from what it sends elsewhere)
         self._paying, self._pays = _paying_rows(p.rewards)
         self.blocks = [self._block(p, s) if kind == "cycles" else None for kind, s in self.plan.steps]
         self.n_iterative = sum(isinstance(b, IterativeBlock) for b in self.blocks)
@@ -352,13 +353,13 @@ class Engine:
         choice = np.full(p.n_states, -1, np.int64)
         none = np.zeros((p.n_states, 0))  # (bellman_pass with no objective columns: the weighted value only)
         for _, states in self.plan.steps:
-            at = nk.bellman_pass(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, rho,
+            at = nk.bellman_pass(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, self.den, rho,
                                  self._no_rewards, V, none, choice)
             if at >= 0:
                 raise InfiniteValueError(
                     "the weighted optimum is infinite: this direction rewards staying forever in an end component"
                 )
-        u = nk.occupation_values(self._order, p.indptr, p.targets, p.probs, choice, p.rewards, self._pays, p.initial)
+        u = nk.occupation_values(self._order, p.indptr, p.targets, p.probs, self.den, choice, p.rewards, self._pays, p.initial)
         return u, choice
 
     def optimise_many(self, W: Sequence[Sequence[float]], warm: KernelResult | None = None) -> list[KernelResult]:
@@ -389,12 +390,12 @@ class Engine:
         V = np.zeros((p.n_states, k))
         choice = np.full((k, p.n_states), -1, np.int64)
         for _, states in self.plan.steps:
-            at = nk.bellman_pass_many(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, rho, V, choice)
+            at = nk.bellman_pass_many(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, self.den, rho, V, choice)
             if (at >= 0).any():
                 raise InfiniteValueError(
                     "the weighted optimum is infinite: this direction rewards staying forever in an end component"
                 )
-        U = nk.occupation_values_many(self._order, p.indptr, p.targets, p.probs, choice, p.rewards, self._pays, p.initial, V)
+        U = nk.occupation_values_many(self._order, p.indptr, p.targets, p.probs, self.den, choice, p.rewards, self._pays, p.initial, V)
         seconds = (time.perf_counter() - t0) / k
         return [replace(self._result(W[d], U[d], choice[d], t0), seconds=seconds) for d in range(k)]
 
@@ -422,7 +423,7 @@ class Engine:
         gap, errors = 0.0, np.zeros(self.m)
         for (kind, states), block in zip(self.plan.steps, self.blocks):
             if kind == "pass":
-                at = nk.bellman_pass(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, rho, p.rewards, V, X, choice)
+                at = nk.bellman_pass(states, p.row_groups, p.indptr, p.targets, p.probs, self.self_only, self.den, rho, p.rewards, V, X, choice)
                 if at >= 0:
                     raise InfiniteValueError(
                         "the weighted optimum is infinite: this direction rewards staying forever in an end component"

@@ -31,7 +31,7 @@ from scipy.sparse import coo_matrix, csr_matrix
 from scipy.sparse.csgraph import breadth_first_order
 
 from mopmc.engine.mec import maximal_end_components
-from mopmc.errors import PropertyError
+from mopmc.errors import PropertyError, UnsupportedModelError
 from mopmc.model.sparse_mdp import SparseMDP, ranges
 from mopmc.model.unfold import require_unbounded
 from mopmc.properties.objectives import Objective
@@ -175,6 +175,26 @@ def _layer(model: SparseMDP, seeds: np.ndarray, inside: np.ndarray, t_src: np.nd
     return np.sort(order[order != n])
 
 
+SMALLEST = 1e-9
+"""HiGHS reads a constraint coefficient below this as 0 (its ``small_matrix_value``)."""
+
+
+def _check_scale(model: SparseMDP, source: np.ndarray, targets: np.ndarray, probs: np.ndarray) -> None:
+    """Refuse, in one line, a program whose flow constraints have a coefficient that HiGHS would
+    read as 0: a probability below :data:`SMALLEST` of moving to another state (``source`` and
+    ``targets``: each transition's state and successor). Its answer would be wrong, not merely
+    imprecise (a state left with probability 1e-12 a step: 0 for a probability of 1, and infinity
+    for an expected reward of 1e12). ``1 - p`` of a self-loop is that small only where its choice
+    moves elsewhere with a probability that small, or nowhere (a loop of ``1 - 1e-16``: the rounding
+    of a closed loop, which HiGHS reads as the closed loop it is)."""
+    small = probs[(targets != source) & (probs > 0) & (probs < SMALLEST)]
+    if len(small):
+        raise UnsupportedModelError(
+            f"{model.source}: the occupation LP has a coefficient of {float(small.min()):.3g} (a transition probability), "
+            f"below the {SMALLEST:g} under which HiGHS reads one as 0: its answer would be wrong; the kernel engine "
+            "(--engine kernel) answers this model")
+
+
 def occupation_polytope(
     model: SparseMDP,
     objectives: Sequence[Objective],
@@ -291,6 +311,7 @@ def occupation_polytope(
     stop_part = coo_matrix((np.ones(n_s), (stop_states, np.arange(n_s))), shape=(len(state), n_s))
     from scipy.sparse import hstack
 
+    _check_scale(model, t_owner, p_targets, product.probs)
     flow = hstack([out_part - in_part, stop_part], format="csr")
     gain = hstack([csr_matrix(gains), csr_matrix((m, n_s))], format="csr")
     return OccupationLP(

@@ -81,14 +81,21 @@ def reverse_index_csr(n_states, indptr, targets):
 
 
 @_lazy
-def self_loop_probs(row_groups, indptr, targets, probs):
-    """Per choice: the probability of returning to its own state (summed in transition order)."""
-    out = np.zeros(indptr.shape[0] - 1, np.float64)
+def self_loop_den(row_groups, indptr, targets, probs, exit_mass):
+    """Per choice, ``1 - p_self`` as the engines divide by it: 1.0 without a self-loop, else what
+    it sends elsewhere, summed (other states, then ``exit_mass``; :func:`mopmc.engine.problem.denominators`)."""
+    out = np.ones(indptr.shape[0] - 1, np.float64)
     for s in range(row_groups.shape[0] - 1):
         for c in range(row_groups[s], row_groups[s + 1]):
+            loops = False
+            other = 0.0
             for k in range(indptr[c], indptr[c + 1]):
                 if targets[k] == s:
-                    out[c] += probs[k]
+                    loops = True
+                else:
+                    other += probs[k]
+            if loops:
+                out[c] = other + exit_mass[c]
     return out
 
 
@@ -557,8 +564,9 @@ def product_arrays(row_groups, indptr, targets, probs, choice_ok, n_states, deci
     search, ``index`` its table): each state's allowed model choices in order, a transition to
     ``(t, b2)`` with ``b2 = mem[p] | decided[st[p]]`` as product state ``index[b2 * n + t] - 1``.
     Transitions to product states not searched, and with ``drop_full`` every transition out of a
-    state whose ``b2`` is ``full``, go to the terminal (their choice becomes an exit). Returns
-    ``(row_groups, choice, indptr, targets, probs, exits)`` (``choice``: the model choice of each)."""
+    state whose ``b2`` is ``full``, go to the terminal (their choice becomes an exit, their
+    probabilities its exit mass). Returns ``(row_groups, choice, indptr, targets, probs, exits,
+    exit_mass)`` (``choice``: the model choice of each)."""
     n_p = st.shape[0]
     nc = 0
     nt = 0
@@ -574,6 +582,7 @@ def product_arrays(row_groups, indptr, targets, probs, choice_ok, n_states, deci
     tg = np.empty(nt, np.int64)
     pr = np.empty(nt, np.float64)
     exits = np.empty(nc, np.bool_)
+    mass = np.zeros(nc, np.float64)
     rg[0] = 0
     ip[0] = 0
     i = 0
@@ -595,11 +604,12 @@ def product_arrays(row_groups, indptr, targets, probs, choice_ok, n_states, deci
                     k += 1
                 else:
                     lost = True
+                    mass[i] += probs[j]
             exits[i] = lost
             i += 1
             ip[i] = k
         rg[p + 1] = i
-    return rg, pc, ip, tg[:k], pr[:k], exits
+    return rg, pc, ip, tg[:k], pr[:k], exits, mass
 
 
 @_lazy
@@ -629,11 +639,12 @@ def product_columns(R, rg, st, mem, kind, bit, target_row, reward_row, sign, dir
 
 
 @_lazy
-def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewards, value, values, choice):
+def bellman_pass(order, row_groups, indptr, targets, probs, self_only, den, rho, rewards, value, values, choice):
     """One backward pass over states without cycles through other states (self-loops allowed).
 
     For each state in ``order`` (successors first) pick the choice maximising
-    ``(rho[c] + sum_{t != s} p * value[t]) / (1 - p_self)`` and set ``value[s]`` (weighted) and
+    ``(rho[c] + sum_{t != s} p * value[t]) / den[c]`` (``den``: ``1 - p_self`` as
+    :func:`self_loop_den` computes it) and set ``value[s]`` (weighted) and
     ``values[s, :]`` (per objective) from it. Choices that only loop on ``s`` are skipped; the first
     state where such a loop has positive weighted reward is returned (-1 if none).
     """
@@ -645,50 +656,42 @@ def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewa
         if row_groups[s + 1] == c0 + 1 and not self_only[c0]:
             # one choice (most states of many models): value and per-objective values in one sweep
             acc = rho[c0]
-            ps = 0.0
             for j in range(m):
                 values[s, j] = rewards[c0, j]
             for k in range(indptr[c0], indptr[c0 + 1]):
                 t = targets[k]
-                pk = probs[k]
-                if t == s:
-                    ps += pk
-                else:
+                if t != s:
+                    pk = probs[k]
                     acc += pk * value[t]
                     for j in range(m):
                         values[s, j] += pk * values[t, j]
-            scale = 1.0 / (1.0 - ps)
-            value[s] = acc / (1.0 - ps)
+            scale = 1.0 / den[c0]
+            value[s] = acc / den[c0]
             choice[s] = c0
             for j in range(m):
                 values[s, j] *= scale
             continue
         best = -np.inf
         bc = -1
-        bself = 0.0
         for c in range(row_groups[s], row_groups[s + 1]):
             if self_only[c]:
                 if rho[c] > 0.0 and infinite_at < 0:
                     infinite_at = s
                 continue
             acc = rho[c]
-            ps = 0.0
             for k in range(indptr[c], indptr[c + 1]):
                 t = targets[k]
-                if t == s:
-                    ps += probs[k]
-                else:
+                if t != s:
                     acc += probs[k] * value[t]
-            v = acc / (1.0 - ps)
+            v = acc / den[c]
             if v > best:
                 best = v
                 bc = c
-                bself = ps
         value[s] = best
         choice[s] = bc
         if bc < 0:
             continue
-        scale = 1.0 / (1.0 - bself)
+        scale = 1.0 / den[bc]
         for j in range(m):
             values[s, j] = rewards[bc, j]
         for k in range(indptr[bc], indptr[bc + 1]):
@@ -703,11 +706,11 @@ def bellman_pass(order, row_groups, indptr, targets, probs, self_only, rho, rewa
 
 
 @_lazy
-def occupation_values(order, indptr, targets, probs, choice, rewards, pays, initial):
+def occupation_values(order, indptr, targets, probs, den, choice, rewards, pays, initial):
     """The objective values at ``initial`` of the fixed ``choice`` per state on an acyclic part
     (self-loops allowed; ``order`` successors first, as :func:`bellman_pass`), by expected visits:
     one forward push of a scalar per state instead of the ``m`` values per state of a backward pass.
-    A state's visits, ``x[s] / (1 - p_self)``, collect its choice's rewards; mass that leaves to
+    A state's visits, ``x[s] / den[c]`` (``1 - p_self``), collect its choice's rewards; mass that leaves to
     the terminal is lost. States with ``choice`` -1 collect nothing. ``pays`` (bool per choice, or
     empty: all) skips the rows without a reward (adding their ``+0.0`` changes no sum: the same
     values bit for bit)."""
@@ -722,11 +725,7 @@ def occupation_values(order, indptr, targets, probs, choice, rewards, pays, init
         xs = x[s]
         if c < 0 or xs == 0.0:
             continue
-        ps = 0.0
-        for k in range(indptr[c], indptr[c + 1]):
-            if targets[k] == s:
-                ps += probs[k]
-        xs = xs / (1.0 - ps)
+        xs = xs / den[c]
         if pays.shape[0] == 0 or pays[c]:
             for j in range(m):
                 out[j] += xs * rewards[c, j]
@@ -738,7 +737,7 @@ def occupation_values(order, indptr, targets, probs, choice, rewards, pays, init
 
 
 @_lazy
-def bellman_pass_many(order, row_groups, indptr, targets, probs, self_only, rho, value, choice):
+def bellman_pass_many(order, row_groups, indptr, targets, probs, self_only, den, rho, value, choice):
     """:func:`bellman_pass` for ``k`` directions at once, weighted values only: ``rho`` is
     ``(n_choices, k)``, ``value`` ``(n_states, k)`` and ``choice`` ``(k, n_states)``. Each
     direction's arithmetic is :func:`bellman_pass`'s in the same order (bit-for-bit the same
@@ -753,17 +752,14 @@ def bellman_pass_many(order, row_groups, indptr, targets, probs, self_only, rho,
         if row_groups[s + 1] == c0 + 1 and not self_only[c0]:
             for d in range(k):
                 acc[d] = rho[c0, d]
-            ps = 0.0
             for q in range(indptr[c0], indptr[c0 + 1]):
                 t = targets[q]
-                pq = probs[q]
-                if t == s:
-                    ps += pq
-                else:
+                if t != s:
+                    pq = probs[q]
                     for d in range(k):
                         acc[d] += pq * value[t, d]
             for d in range(k):
-                value[s, d] = acc[d] / (1.0 - ps)
+                value[s, d] = acc[d] / den[c0]
                 choice[d, s] = c0
             continue
         for d in range(k):
@@ -775,14 +771,11 @@ def bellman_pass_many(order, row_groups, indptr, targets, probs, self_only, rho,
                         infinite_at[d] = s
                     continue
                 a = rho[c, d]
-                ps = 0.0
                 for q in range(indptr[c], indptr[c + 1]):
                     t = targets[q]
-                    if t == s:
-                        ps += probs[q]
-                    else:
+                    if t != s:
                         a += probs[q] * value[t, d]
-                v = a / (1.0 - ps)
+                v = a / den[c]
                 if v > best:
                     best = v
                     bc = c
@@ -792,7 +785,7 @@ def bellman_pass_many(order, row_groups, indptr, targets, probs, self_only, rho,
 
 
 @_lazy
-def occupation_values_many(order, indptr, targets, probs, choice, rewards, pays, initial, x):
+def occupation_values_many(order, indptr, targets, probs, den, choice, rewards, pays, initial, x):
     """:func:`occupation_values` for ``k`` policies at once (``choice`` ``(k, n_states)``), each
     with :func:`occupation_values`'s arithmetic in the same order; a state's transitions are read
     once for all policies that choose the same choice there (``pays``: as there). ``x``: an ``(n_states, k)`` buffer
@@ -819,17 +812,13 @@ def occupation_values_many(order, indptr, targets, probs, choice, rewards, pays,
         if same:
             if c < 0:
                 continue
-            ps = 0.0
-            for q in range(indptr[c], indptr[c + 1]):
-                if targets[q] == s:
-                    ps += probs[q]
             moved = False
             for d in range(k):
                 xs = x[s, d]
                 if xs == 0.0:
                     xl[d] = 0.0
                     continue
-                xs = xs / (1.0 - ps)
+                xs = xs / den[c]
                 xl[d] = xs
                 moved = True
                 if pays.shape[0] == 0 or pays[c]:
@@ -850,11 +839,7 @@ def occupation_values_many(order, indptr, targets, probs, choice, rewards, pays,
             xs = x[s, d]
             if c < 0 or xs == 0.0:
                 continue
-            ps = 0.0
-            for q in range(indptr[c], indptr[c + 1]):
-                if targets[q] == s:
-                    ps += probs[q]
-            xs = xs / (1.0 - ps)
+            xs = xs / den[c]
             if pays.shape[0] == 0 or pays[c]:
                 for j in range(m):
                     out[d, j] += xs * rewards[c, j]
@@ -863,27 +848,6 @@ def occupation_values_many(order, indptr, targets, probs, choice, rewards, pays,
                 if t != s:
                     x[t, d] += xs * probs[q]
     return out
-
-
-@_lazy
-def evaluate_pass(order, indptr, targets, probs, chosen, rewards, values):
-    """Values of a fixed choice per state on an acyclic part (self-loops allowed), successors first."""
-    m = rewards.shape[1]
-    for i in range(order.shape[0]):
-        s = order[i]
-        c = chosen[s]
-        ps = 0.0
-        for k in range(indptr[c], indptr[c + 1]):
-            if targets[k] == s:
-                ps += probs[k]
-        scale = 1.0 / (1.0 - ps)
-        for j in range(m):
-            acc = rewards[c, j]
-            for k in range(indptr[c], indptr[c + 1]):
-                t = targets[k]
-                if t != s:
-                    acc += probs[k] * values[t, j]
-            values[s, j] = acc * scale
 
 
 @_lazy
@@ -958,19 +922,22 @@ def gather_arrays(n, m, total):
     """``gather_fill``'s arrays for ``n`` choices and ``total`` transitions, unfilled."""
     ip = np.empty(n + 1, np.int64)
     ip[0] = 0
-    return ip, np.empty(total, np.int64), np.empty(total, np.float64), np.empty((n, m), np.float64), np.empty(n, np.bool_)
+    return (ip, np.empty(total, np.int64), np.empty(total, np.float64), np.empty((n, m), np.float64),
+            np.empty(n, np.bool_), np.empty(n, np.float64))
 
 
 @_lazy
-def gather_fill(ip, tg, pr, rw, ex, indptr, targets, probs, rewards, exits, origin, state_map, c0, c1, k):
+def gather_fill(ip, tg, pr, rw, ex, em, indptr, targets, probs, rewards, exits, mass, origin, state_map, c0, c1, k):
     """The choices ``origin[c0:c1]`` of a problem as new choices ``c0 .. c1 - 1``, their transitions
     from ``k`` on (what ``gather_count`` counted before them), targets renumbered by ``state_map``:
-    transitions into removed states (``state_map < 0``) are dropped and make their choice an exit.
-    Fills ``ip[c0 + 1 .. c1]``, ``tg``, ``pr``, the ``rw`` rows and ``ex``."""
+    transitions into removed states (``state_map < 0``) are dropped and make their choice an exit,
+    their probabilities added to its exit mass (``mass`` the source's). Fills ``ip[c0 + 1 .. c1]``,
+    ``tg``, ``pr``, the ``rw`` rows, ``ex`` and ``em``."""
     m = rewards.shape[1]
     for c in range(c0, c1):
         o = origin[c]
         lost = exits[o]
+        gone = mass[o]
         for j in range(indptr[o], indptr[o + 1]):
             t = state_map[targets[j]]
             if t >= 0:
@@ -979,8 +946,10 @@ def gather_fill(ip, tg, pr, rw, ex, indptr, targets, probs, rewards, exits, orig
                 k += 1
             else:
                 lost = True
+                gone += probs[j]
         ip[c + 1] = k
         ex[c] = lost
+        em[c] = gone
         for i in range(m):
             rw[c, i] = rewards[o, i]
 
@@ -1120,18 +1089,41 @@ def pad_fill(target, prob, dens, neg, RR, choice, slot_base, over_slot, over_tar
 
 
 @_lazy
-def residual_dd(indptr, indices, data, diag, x, b, r):
-    """``r = b - (D - P) x`` for the CSR matrix ``P``, the diagonal ``diag`` of ``D`` and 2-D ``x``,
-    ``b``, ``r`` (one column per right-hand side), each entry summed in double-double arithmetic
-    (Dekker's error-free products, Knuth's error-free sums) and rounded once: accurate to its own
-    size however much ``b`` and ``(D - P) x`` cancel, which is what lets iterative refinement
-    correct ``x`` beyond the condition number's reach (:func:`mopmc.engine.refine.refine`)."""
+def sums_dd(rows, weights, n, hi, lo):
+    """Per row ``i < n``, the sum of the ``weights`` whose ``rows`` entry is ``i`` (any order), added
+    to the double-double ``hi[i] + lo[i]`` in place by Knuth's error-free sums: ``hi`` the sum
+    rounded once, ``lo`` what that rounding lost (the diagonal of ``D - P`` as exactly as the
+    model's doubles give it, :func:`mopmc.engine.banded.conserving_split`)."""
+    for k in range(rows.shape[0]):
+        i = rows[k]
+        p = weights[k]
+        s = hi[i] + p
+        z = s - hi[i]
+        lo[i] += (hi[i] - (s - z)) + (p - z)
+        hi[i] = s
+    for i in range(n):  # renormalise: hi the rounded sum
+        s = hi[i] + lo[i]
+        lo[i] = lo[i] - (s - hi[i])
+        hi[i] = s
+
+
+@_lazy
+def residual_dd(indptr, indices, data, diag, diag_lo, x, b, r):
+    """``r = b - (D - P) x`` for the CSR matrix ``P``, the diagonal ``diag + diag_lo`` of ``D`` (a
+    double-double: ``diag_lo`` what rounding the diagonal's sum lost, or an empty array) and 2-D
+    ``x``, ``b``, ``r`` (one column per right-hand side), each entry summed in double-double
+    arithmetic (Dekker's error-free products, Knuth's error-free sums) and rounded once: accurate to
+    its own size however much ``b`` and ``(D - P) x`` cancel, which is what lets iterative
+    refinement correct ``x`` beyond the condition number's reach (:func:`mopmc.engine.refine.refine`)."""
     n, m = x.shape
     split = 134217729.0  # 2^27 + 1
+    has_lo = diag_lo.shape[0] > 0
     for i in range(n):
         for j in range(m):
             hi = b[i, j]
             lo = 0.0
+            if has_lo:  # (the diagonal's lost part: its product's own rounding is far below the rest)
+                lo -= diag_lo[i] * x[i, j]
             for k in range(indptr[i] - 1, indptr[i + 1]):  # (the first term: -d x)
                 if k < indptr[i]:
                     u, v = -diag[i], x[i, j]

@@ -35,9 +35,9 @@ from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
-from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver, conserving_split
+from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver, conserving_split, sums_dd
 from mopmc.engine.refine import refine
-from mopmc.engine.problem import Problem
+from mopmc.engine.problem import Problem, exit_mass
 from mopmc.errors import InfiniteValueError, UnsupportedModelError
 
 _IMPROVE = 1e-12  # relative margin for a strict improvement
@@ -71,9 +71,10 @@ class CyclicBlock:
         self.A_out = csr_matrix((A.data[~inside], (A.row[~inside], A.col[~inside])), shape=A.shape)
         self.leaves = (np.diff(self.A_out.indptr) > 0) | p.exits[self.choices]
         # the policy's matrix is D - P_off (mopmc.engine.refine: rounding leaks in 1 - p compound)
-        out_sum = np.asarray(self.A_out.sum(axis=1)).ravel()
-        self.out_sum, self.exits = out_sum, p.exits[self.choices]
-        self.P_off, self.diag = conserving_split(self.A_in, self.owner, out_sum, self.exits)
+        out = self.A_out.tocoo()
+        out_sum, out_lo = sums_dd(out.row, out.data, len(self.choices))
+        self.out_sum, self.exits = out_sum, exit_mass(p)[self.choices]  # (numbers: banded.leave_mass)
+        self.P_off, self.diag, self.diag_lo = conserving_split(self.A_in, self.owner, out_sum, self.exits, out_lo)
         self._band_tried = False  # (the rescue's budget, RESCUE_FLOPS, is above any tried here)
         self.banded = None
         self.bandwidth = None  # (given a ``band`` budget: the transitions' bandwidth in band order)
@@ -125,7 +126,7 @@ class CyclicBlock:
         if not self.banded:
             p_pol, d_pol = self.P_off[pol], self.diag[pol]
             try:
-                return splu((diags(d_pol) - p_pol).tocsc()), p_pol, d_pol
+                return splu((diags(d_pol) - p_pol).tocsc()), p_pol, (d_pol, self.diag_lo[pol])
             except RuntimeError:
                 if not self._to_band():
                     if self._proper(pol):  # not infinite: a zero pivot by cancellation

@@ -2,8 +2,11 @@
 
 A :class:`Problem` is substochastic: probability mass that a choice sends to no state goes to an
 implicit terminal state with value 0 for every objective (``exits[c]`` marks such choices, including
-choices with no transition at all, e.g. "stay forever in a zero-reward end component"). Rewards are
-an ``(n_choices, m)`` array, oriented so that every objective is maximised.
+choices with no transition at all, e.g. "stay forever in a zero-reward end component"), and
+``exit_mass[c]`` is that probability, summed from the probabilities of the transitions that were
+dropped (1 minus the rest loses it: the double nearest 1 - 1e-12 is 1.1e-16 from it, 1e-4 of the
+1e-12 a choice sends away). Rewards are an ``(n_choices, m)`` array, oriented so that every
+objective is maximised.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ class Problem(NamedTuple):
     rewards: np.ndarray  # (n_choices, m) float64, maximised
     exits: np.ndarray  # bool per choice: positive probability of the terminal
     initial: int  # -1 when the initial state was removed (all values 0)
+    exit_mass: np.ndarray | None = None  # float per choice: that probability (None: 1 minus the row's sum)
 
     @property
     def n_states(self) -> int:
@@ -101,26 +105,48 @@ def restrict(p: Problem, keep_states: np.ndarray, keep_choices: np.ndarray | Non
     state_map, origin, new_rg = nk.restrict_maps(p.row_groups, np.ascontiguousarray(keep_states, np.bool_),
                                                  np.ascontiguousarray(keep_choices if use else np.zeros(0), np.bool_), use)
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(new_rg, *_gathered(p, origin, state_map), init)
+    q = _gathered(new_rg, p, origin, state_map, init)
     return Restriction(q, state_map, origin)
 
 
-def _gathered(p: Problem, origin: np.ndarray, state_map: np.ndarray):
-    """``indptr, targets, probs, rewards, exits`` of ``p``'s choices ``origin`` with targets
-    renumbered by ``state_map`` (transitions into removed states become exits): one compiled pass,
-    or on the worker threads (:mod:`mopmc.workers`) ranges of choices counted, then filled
-    (:func:`~mopmc.engine.numba_kernels.gather_fill` either way)."""
+def exit_mass(p: Problem) -> np.ndarray:
+    """Per choice, its probability of the terminal: ``p.exit_mass``, or where a problem was built
+    without it, 1 minus the sum of its transitions on ``exits`` choices (0 elsewhere)."""
+    if p.exit_mass is not None:
+        return p.exit_mass
+    if not np.any(p.exits):
+        return np.zeros(p.n_choices)
+    sums = np.bincount(p.choice_of_transition(), weights=p.probs, minlength=p.n_choices)
+    return np.where(p.exits, np.maximum(1.0 - sums, 0.0), 0.0)
+
+
+def denominators(p: Problem) -> np.ndarray:
+    """Per choice, ``1 - p_self`` as the engines divide by it (a state's value through its
+    self-loop): 1 where the choice has no self-loop, else what it sends elsewhere, summed (to other
+    states and to the terminal), never 1 minus the self-loop's double (a state left with
+    probability 1e-12 a step: 2.2e-5 relative error in its value so)."""
+    from mopmc.engine import numba_kernels as nk
+
+    return nk.self_loop_den(p.row_groups, p.indptr, p.targets, p.probs, np.ascontiguousarray(exit_mass(p), np.float64))
+
+
+def _gathered(row_groups: np.ndarray, p: Problem, origin: np.ndarray, state_map: np.ndarray, initial: int) -> Problem:
+    """The problem of ``p``'s choices ``origin`` (grouped by ``row_groups``) with targets renumbered
+    by ``state_map`` (transitions into removed states become exits, their probabilities added to
+    the exit mass): one compiled pass, or on the worker threads (:mod:`mopmc.workers`) ranges of
+    choices counted, then filled (:func:`~mopmc.engine.numba_kernels.gather_fill` either way)."""
     from mopmc import workers
     from mopmc.engine import numba_kernels as nk
 
     rewards = np.ascontiguousarray(p.rewards, np.float64)
     exits = np.ascontiguousarray(p.exits, np.bool_)
+    mass = np.ascontiguousarray(exit_mass(p), np.float64)
     n = len(origin)
-    args = (p.indptr, p.targets, p.probs, rewards, exits, origin, state_map)
+    args = (p.indptr, p.targets, p.probs, rewards, exits, mass, origin, state_map)
     if workers.count() == 0:  # one pass into arrays as long as every transition (views of them kept)
-        ip, tg, pr, rw, ex = nk.gather_arrays(n, rewards.shape[1], nk.gather_total(p.indptr, origin))
-        nk.gather_fill(ip, tg, pr, rw, ex, *args, 0, n, 0)
-        return ip, tg[:ip[n]], pr[:ip[n]], rw, ex
+        ip, tg, pr, rw, ex, em = nk.gather_arrays(n, rewards.shape[1], nk.gather_total(p.indptr, origin))
+        nk.gather_fill(ip, tg, pr, rw, ex, em, *args, 0, n, 0)
+        return Problem(row_groups, ip, tg[:ip[n]], pr[:ip[n]], rw, ex, initial, em)
     # (one range below 2 * MIN_RANGE choices: the same kernels, so that the warm-up loads them)
     kept: dict[int, int] = {}
     workers.over_ranges(n, lambda c0, c1: kept.__setitem__(c0, nk.gather_count(p.indptr, p.targets, origin, state_map, c0, c1)))
@@ -128,7 +154,8 @@ def _gathered(p: Problem, origin: np.ndarray, state_map: np.ndarray):
     first = dict(zip(starts, np.cumsum([0] + [kept[c] for c in starts[:-1]]).tolist()))
     arrays = nk.gather_arrays(n, rewards.shape[1], sum(kept.values()))
     workers.over_ranges(n, lambda c0, c1: nk.gather_fill(*arrays, *args, c0, c1, first[c0]))
-    return arrays
+    ip, tg, pr, rw, ex, em = arrays
+    return Problem(row_groups, ip, tg, pr, rw, ex, initial, em)
 
 
 def take_rows(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
@@ -163,5 +190,5 @@ def permute(p: Problem, order: np.ndarray) -> Restriction:
 
     state_map, origin, rg = nk.permute_maps(p.row_groups, np.ascontiguousarray(order, np.int64))
     init = int(state_map[p.initial]) if p.initial >= 0 else -1
-    q = Problem(rg, *_gathered(p, origin, state_map), init)
+    q = _gathered(rg, p, origin, state_map, init)
     return Restriction(q, state_map, origin)

@@ -13,11 +13,11 @@ correction at rounding level: one extra residual pass and one extra solve.
 The policy iteration's systems are ``I - P`` with the diagonal taken as what each state sends
 elsewhere (:class:`mopmc.engine.policy_iteration.CyclicBlock`), as the band elimination does: the
 doubles nearest to 999/1000 and 1/1000 sum to 1 + 1.1e-16, and in that chain such a leak per
-step, over the 1e15 steps its trap holds a path, moved the probability by 4.4e-4 (relative); with
-the conserved diagonal and refinement it is 8e-8 from Storm's exact value of the rational program
-(within 2.2e-8 of the exact solution of the same system in the model's doubles, which differ from
-the program's rationals), and on walks with expected costs of 1e9 to 1e12 within 1e-15
-(``tests/engine/test_ill_conditioned.py``).
+step, over the 1e15 steps its trap holds a path, moved the probability by 4.4e-4 (relative). The
+diagonal's sum is itself rounded: the residuals take it as a double-double (``diag`` a pair, from
+:func:`mopmc.engine.banded.conserving_split`), since its half-ulp leak a step left the trap 5.9e-8
+off. So refined, the trap's probability is Storm's exact value of the rational program to 1e-14, and
+walks with expected costs of 1e9 to 1e12 are within 1e-15 (``tests/engine/test_ill_conditioned.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +36,9 @@ def refine(solve: Callable[[np.ndarray], np.ndarray], p, diag: np.ndarray, b: np
            x: np.ndarray) -> tuple[np.ndarray, bool]:
     """``(x, converged)``: ``x`` (a solution of ``(D - p) x = b`` from the LU whose ``solve`` is
     given; 1-D or 2-D, as ``b``) refined, and whether its last correction came down to rounding
-    level (:data:`SETTLED` ulps of ``x``); ``p`` a scipy CSR matrix, ``diag`` the diagonal of ``D``."""
+    level (:data:`SETTLED` ulps of ``x``); ``p`` a scipy CSR matrix, ``diag`` the diagonal of ``D``,
+    or a pair ``(D, D_lo)``: the diagonal as a double-double, ``D`` the one the LU factored and
+    ``D_lo`` what rounding its sum lost (:func:`mopmc.engine.banded.conserving_split`)."""
     from mopmc.engine import numba_kernels as nk
 
     one = x.ndim == 1
@@ -45,12 +47,14 @@ def refine(solve: Callable[[np.ndarray], np.ndarray], p, diag: np.ndarray, b: np
     if xx.size == 0:
         return x, True
     indptr, indices, data = p.indptr.astype(np.int64), p.indices.astype(np.int64), p.data.astype(np.float64)
-    dd = np.ascontiguousarray(diag, dtype=np.float64)
+    hi, lo = diag if isinstance(diag, tuple) else (diag, ())
+    dd = np.ascontiguousarray(hi, dtype=np.float64)
+    dlo = np.ascontiguousarray(lo, dtype=np.float64)
     r = np.empty_like(xx)
     last = np.inf
     settled = False
     for _ in range(ROUNDS):
-        nk.residual_dd(indptr, indices, data, dd, xx, bb, r)
+        nk.residual_dd(indptr, indices, data, dd, dlo, xx, bb, r)
         if not np.any(r):
             settled = True
             break

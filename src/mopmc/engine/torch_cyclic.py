@@ -40,8 +40,9 @@ from scipy.sparse.csgraph import breadth_first_order
 from scipy.sparse.linalg import splu
 
 from mopmc.engine.banded import (BAND_BUDGET, RESCUE_FLOPS, TORCH_LU_ITERATE, block_solver, conserving_split,
-                                 grid_like, iterate_rather)
+                                 grid_like, iterate_rather, sums_dd)
 from mopmc.engine.policy_iteration import LOOKAHEAD
+from mopmc.engine.problem import exit_mass
 from mopmc.engine.refine import refine
 from mopmc.engine.torch_engine import to_device
 from mopmc.errors import InfiniteValueError, MopmcError
@@ -89,8 +90,8 @@ class DeviceBlock:
         owner = np.repeat(np.arange(self.n, dtype=np.int64), np.diff(problem.row_groups[a:b + 1]))
         probs = problem.probs[k0:k1]
         P_in = csr_matrix((probs[inside], (rows[inside], tg[inside] - a)), shape=(self.nc, self.n))
-        out = np.bincount(rows[~inside], weights=probs[~inside], minlength=self.nc)
-        self._band_args = (P_in, owner, out, problem.exits[c0:c1])
+        out, out_lo = sums_dd(rows[~inside], probs[~inside], self.nc)
+        self._band_args = (P_in, owner, out, exit_mass(problem)[c0:c1])  # (numbers: banded.leave_mass)
         self._band_tried = False  # (the rescue's budget, RESCUE_FLOPS, is above any tried here)
         if not self.dense and engine.band_budget > 0:  # (as the CPU engine's blocks)
             self.banded, width = block_solver(*self._band_args, engine.band_budget, self.sparse)
@@ -99,7 +100,7 @@ class DeviceBlock:
             elif self.banded is None and not self.sparse and grid_like(self.n, width):
                 self.sparse = True  # SuperLU on the host (see mopmc.engine.banded.LU_GATE)
         # exact solves factor D - P_off on the host, as the CPU engine's blocks (mopmc.engine.refine)
-        self._P_off, self._diag = conserving_split(*self._band_args)
+        self._P_off, self._diag, self._diag_lo = conserving_split(*self._band_args, out_lo)
         self.exact = self.dense or self.sparse or self.banded is not None
 
     # ------------------------------------------------------------------ one direction
@@ -193,7 +194,7 @@ class DeviceBlock:
         torch = self.torch
         if self.dense:
             p_off, d = self._host_policy(pol.cpu().numpy())
-            M = torch.from_numpy(np.diag(d) - p_off.toarray()).to(pol.device)
+            M = torch.from_numpy(np.diag(d[0]) - p_off.toarray()).to(pol.device)
             lu, piv, info = torch.linalg.lu_factor_ex(M)
             if int(info) != 0:
                 raise InfiniteValueError(_INFINITE)
@@ -229,7 +230,7 @@ class DeviceBlock:
         if self.banded is None:
             p_off, d = self._host_policy(host_pol)
             try:
-                lu = splu((diags(d) - p_off).tocsc())
+                lu = splu((diags(d[0]) - p_off).tocsc())
             except RuntimeError:  # a zero pivot: by cancellation, or the policy never leaves the block
                 if not self._to_band():
                     raise InfiniteValueError(_INFINITE) from None
@@ -252,9 +253,10 @@ class DeviceBlock:
         return sparse
 
     def _host_policy(self, pol: np.ndarray):
-        """``(P_off, D)`` of the policy ``pol`` (local choices) on the host: its transitions to other
-        states of the block (CSR) and its diagonal, the mass each state sends elsewhere."""
-        return self._P_off[pol], self._diag[pol]
+        """``(P_off, (D, D_lo))`` of the policy ``pol`` (local choices) on the host: its transitions to
+        other states of the block (CSR) and its diagonal, the mass each state sends elsewhere, as a
+        double-double (:func:`mopmc.engine.banded.conserving_split`)."""
+        return self._P_off[pol], (self._diag[pol], self._diag_lo[pol])
 
     def _to_band(self) -> bool:
         """Band elimination for this block where it fits the default budgets (SuperLU failed it)."""

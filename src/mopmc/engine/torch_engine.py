@@ -131,7 +131,7 @@ def plan_memory(problem, m: int, max_level: tuple[int, int], max_block: tuple[in
     k = m + 1
     # targets, local choice index, probabilities, probabilities without self-loops (only when used)
     csr = nnz * (8 + 8 + 8 + 8) if csr else 0
-    choices = nc * (8 * m + 8 * 4 + 1)  # rewards, rho, 1 - p_self, local owner, global index, self-only flag
+    choices = nc * (8 * m + 8 * 4 + 1)  # rewards, rho, den (1 - p_self), local owner, global index, self-only flag
     states = n * (8 * k + 8 * 2)
     lc, lk = max_level
     level = lk * k * 8 * 2 + lc * k * 8 * 3
@@ -268,19 +268,18 @@ class TorchEngine:
 
     # ------------------------------------------------------------------ device data
     def _upload(self) -> None:
-        from mopmc.engine import numba_kernels as nk
         from mopmc.engine.torch_cyclic import DeviceBlock
         from mopmc.engine.torch_levels import SMALL, DevicePadded, LevelRun, pad_levels
 
         torch, dev = self.torch, self.device
         p = self.cpu.problem
         steps = self._steps(p)
-        pself = nk.self_loop_probs(p.row_groups, p.indptr, p.targets, p.probs)
+        den = self.cpu.den  # (1 - p_self per choice, as the CPU engine divides: mopmc.engine.problem.denominators)
         max_level = max(((L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "level"), default=(0, 0))
         max_block = max(((L.b - L.a, L.c1 - L.c0, L.k1 - L.k0) for kind, L in steps if kind == "block"), default=(0, 0, 0))
         # padded levels (small ones even where padding is wasteful), else fewer, else none: the first that fits
         for small in ((SMALL, 64, None) if self.padded_levels else (None,)):
-            layout = None if small is None else pad_levels(p, steps, self.cpu.self_only, 1.0 - pself, small=small)
+            layout = None if small is None else pad_levels(p, steps, self.cpu.self_only, den, small=small)
             pads = layout.levels if layout is not None else {}
             # the CSR form is needed for cyclic blocks and levels left unpadded only
             csr = any(kind == "block" or i not in pads for i, (kind, _) in enumerate(steps))
@@ -311,7 +310,7 @@ class TorchEngine:
             self.loc = put(cot - first_choice[cot], torch.int64)
             self.probs = put(p.probs, torch.float64)
             self.probs_noself = put(np.where(self_loop, 0.0, p.probs), torch.float64)
-            self.den = put(1.0 - pself, torch.float64)
+            self.den = put(den, torch.float64)
             self.own = put(soc - first_state[soc], torch.int64)
             self.arange = torch.arange(p.n_choices, device=dev, dtype=torch.int64)
             self.self_only = put(self.cpu.self_only, torch.bool)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import numpy as np
-from mopmc.engine.problem import Problem, gather_rows, restrict, take_rows
+from mopmc.engine.problem import Problem, exit_mass, gather_rows, restrict, take_rows
 
 
 SUBPROBLEM_FRACTION = 0.25
@@ -123,6 +123,8 @@ def collapse(p: Problem, ecs: EndComponents, stay: bool) -> Quotient:
     R[real] = take_rows(p.rewards, origin[real])
     exits = np.ones(len(origin), bool)
     exits[real] = p.exits[origin[real]]
+    mass = np.ones(len(origin))  # (a stay choice: the terminal surely)
+    mass[real] = exit_mass(p)[origin[real]]
     init = int(node[p.initial]) if p.initial >= 0 else -1
-    q = Problem(rg, ip, node[p.targets[idx]], p.probs[idx], R, exits, init)
+    q = Problem(rg, ip, node[p.targets[idx]], p.probs[idx], R, exits, init, mass)
     return Quotient(q, node, origin, ecs)

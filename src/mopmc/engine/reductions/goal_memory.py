@@ -124,6 +124,7 @@ def apply(
         rg = model.row_groups
         ip, tg, pr = model.indptr, model.targets, model.probs
         exits = np.zeros(model.n_choices, bool)
+        mass = np.zeros(model.n_choices)
         init = model.initial
     else:
         if k == 0:  # keep the model's state order: nicer schedulers, better locality
@@ -131,7 +132,7 @@ def apply(
             st, mem = order, np.zeros(len(order), np.int64)
             index = np.zeros(n, np.int64)
             index[st] = np.arange(1, len(st) + 1, dtype=np.int64)
-        rg, pc, ip, tg, pr, exits = nk.product_arrays(model.row_groups, model.indptr, model.targets, model.probs, ok,
+        rg, pc, ip, tg, pr, exits, mass = nk.product_arrays(model.row_groups, model.indptr, model.targets, model.probs, ok,
                                                       n, dbits, st, mem, index, drop_full, full)
         init = 0 if k else int(index[model.initial]) - 1
     ori = orientation(objectives)
@@ -151,5 +152,5 @@ def apply(
             np.ascontiguousarray(ori.direction, np.float64),
             np.array(targets, np.bool_).reshape(len(targets), n),
             np.array(rewards, np.float64).reshape(len(rewards), model.n_choices), pc)
-    problem = Problem(rg, ip, tg, pr, R, exits, int(init))
+    problem = Problem(rg, ip, tg, pr, R, exits, int(init), mass)
     return problem, ProductMap(st, mem, pc, decided, bit_of, identity), ori
