@@ -46,6 +46,9 @@ def test_load_starts_the_warm_up_once_where_the_build_releases_the_gil(monkeypat
     from mopmc.io.explicit import explore as ex
     from mopmc.io.explicit import kernels
 
+    from mopmc.engine import numba_kernels as nk
+
+    monkeypatch.setattr(nk, "PY_WORK", 0)  # (else the robot is small enough for plain Python kernels: no warm-up)
     events = []
     monkeypatch.setattr(warmup, "start", lambda *a: events.append(("warm-up", a, "_step" in kernels._compiled)))
     real_explore = ex.explore
@@ -62,14 +65,17 @@ def test_load_starts_the_warm_up_once_where_the_build_releases_the_gil(monkeypat
         assert events[0][2]  # the explorer's kernels were loaded before
 
 
-def test_the_torch_engine_waits_for_a_torch_warm_up_before_its_device_work():
+def test_the_torch_engine_waits_for_a_torch_warm_up_before_its_device_work(monkeypatch):
     """The warm-up's device work (CUDA graph captures among it) must never overlap the real
     query's: the torch engine joins it after its CPU preprocessing, before its upload."""
     pytest.importorskip("torch")
     import threading
     import time
 
+    from mopmc.engine import numba_kernels as nk
     from mopmc.engine.torch_engine import TorchEngine
+
+    monkeypatch.setattr(nk, "PY_WORK", 0)  # (else the robot is small enough for plain Python kernels: no warm-up)
 
     text = 'multi(P>=0.5 [F "goal"], P<=0.2 [F "hazard"])'
     started = threading.Event()
@@ -110,3 +116,12 @@ def test_the_warm_up_compiles_the_goal_memory_search_as_the_real_call_uses_it(bu
     problem, pmap, _ = goal_memory.apply(loaded.model, loaded.properties()[0].objectives)
     assert not pmap.identity and len(pmap.decided) == 2
     assert len(nk.product_bfs.compiled.signatures) == 1
+
+
+def test_no_warm_up_where_the_kernels_run_as_plain_python(monkeypatch):
+    """A program whose variables span a few hundred valuations runs its kernels as plain Python
+    (mopmc.engine.numba_kernels.PY_WORK): a warm-up would only import numba for nothing."""
+    events = []
+    monkeypatch.setattr(warmup, "start", lambda *a: events.append(a))
+    load(files.robot, properties='Pmax=? [F "goal"]', warm="check")
+    assert events == []

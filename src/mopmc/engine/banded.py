@@ -187,7 +187,7 @@ class GthBand:
         return x2.reshape(self.n) if flat else x2
 
 
-@_lazy
+@_lazy(work=lambda a: a[0].size * a[0].shape[1])  # (n (2b + 1)^2 >= the n b^2 it costs)
 def _factor(band, e, b):
     """In place: row ``k`` keeps ``P'_kj`` above the diagonal and its pivot at ``b``; below the
     diagonal the multipliers ``f_ik = P'_ik / pivot_k``. Returns the first state with a zero pivot, or -1."""
@@ -215,7 +215,7 @@ def _factor(band, e, b):
     return -1
 
 
-@_lazy
+@_lazy(work=lambda a: a[0].size * a[2].shape[1])
 def _solve(band, b, x):
     n = band.shape[0]
     m = x.shape[1]

@@ -30,7 +30,7 @@ def _backup(rg, ip, tg, pr, b, V, s):
 _backup = jit(_backup)  # (called from the compiled sweeps below)
 
 
-@_lazy
+@_lazy(python=False)  # (sweeps until convergence, and compiled helpers: never plain Python)
 def lower_sweeps(rg, ip, tg, pr, b, L, max_sweeps, tol):
     """Gauss-Seidel ``L(s) <- max(L(s), max_c b[c] + sum p L(t))``, forwards and backwards in turn,
     until a sweep changes no value by more than ``tol`` and the changes still to come, extrapolated
@@ -63,7 +63,7 @@ def lower_sweeps(rg, ip, tg, pr, b, L, max_sweeps, tol):
     return sweeps
 
 
-@_lazy
+@_lazy(python=False)  # (sweeps until convergence, and compiled helpers: never plain Python)
 def bellman(rg, ip, tg, pr, b, U, TU, arg):
     """One Jacobi step ``TU = T(U)`` with the maximising choice in ``arg``; True when ``TU <= U``."""
     n = rg.shape[0] - 1
@@ -77,7 +77,7 @@ def bellman(rg, ip, tg, pr, b, U, TU, arg):
     return below
 
 
-@_lazy
+@_lazy(python=False)  # (sweeps until convergence, and compiled helpers: never plain Python)
 def upper_sweep(rg, ip, tg, pr, b, U, forward):
     """One Gauss-Seidel sweep ``U(s) <- max_c b[c] + sum p U(t)`` in place (``forward`` or backward);
     True when no value rose. Then ``T U <= U`` for the swept ``U`` (each state's new value is ``T``
@@ -93,7 +93,7 @@ def upper_sweep(rg, ip, tg, pr, b, U, forward):
     return fell
 
 
-@_lazy
+@_lazy(python=False)  # (sweeps until convergence, and compiled helpers: never plain Python)
 def chain_residual(pol, ip, tg, pr, B, rel, max_sweeps, check_every, x, t, warm):
     """Gauss-Seidel on the chain of the choices ``pol``, certified by its residual: ``(lower,
     upper, sweeps, converged)``, bounds per state and column. ``x`` (states x m) and ``t``
@@ -371,7 +371,7 @@ STALL = 300
 converging, 7 s)."""
 
 
-@_lazy
+@_lazy(python=False)  # (sweeps until convergence, and compiled helpers: never plain Python)
 def chain_bicgstab(pol, ip, tg, pr, rhs, x, rtol, max_iter):
     """BiCGSTAB on ``(I - P) x = rhs`` for the chain of the choices ``pol``, from ``x`` (set to the
     solution where it converged), preconditioned by symmetric Gauss-Seidel split between both sides

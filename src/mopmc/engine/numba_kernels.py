@@ -7,26 +7,82 @@ compiles the function on first call, so ``import mopmc.engine`` stays cheap.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import threading
+import time
 
 import numpy as np
 
 
 _COMPILING = threading.Lock()
+_LOCAL = threading.local()
+
+
+def _python_work() -> int:
+    raw = os.environ.get("MOPMC_PY_KERNELS", "")
+    try:
+        return max(0, int(raw)) if raw else 4096
+    except ValueError:
+        return 4096
+
+
+PY_WORK = _python_work()
+"""Kernels whose work on a call is at most this (by default the size of its largest array
+argument) run as plain Python while they are not compiled yet: importing numba and loading a
+kernel's compiled code costs about 1 s, where a model of a few dozen states needs milliseconds of
+Python. ``MOPMC_PY_KERNELS=0`` compiles every kernel on its first call; ``MOPMC_PY_KERNELS=N``
+sets the bound. A kernel compiled once (by a larger call, or the warm-up thread,
+:func:`compiling`) stays compiled, and once the process has spent :data:`PY_BUDGET` seconds in
+plain Python kernels (many small queries in one process) every kernel compiles. The plain Python
+runs the same arithmetic in the same order: the same results bit for bit
+(``tests/engine/test_python_kernels.py``)."""
+PY_BUDGET = 0.5
+"""Seconds of plain Python kernels a process may spend before every kernel compiles (about what
+compiling costs: so small models never lose more than that against compiled kernels)."""
+_spent = [0.0]
+
+
+@contextlib.contextmanager
+def compiling():
+    """Within it, this thread's kernel calls compile (the warm-up: it loads compiled code ahead of
+    the real calls, so it must not take the plain Python path)."""
+    before = getattr(_LOCAL, "compile", False)
+    _LOCAL.compile = True
+    try:
+        yield
+    finally:
+        _LOCAL.compile = before
+
+
+def _largest(args) -> int:
+    return max((a.size for a in args if isinstance(a, np.ndarray)), default=0)
 
 
 class _Lazy:
-    """Compile ``fn`` with ``numba.njit(cache=True)`` on first call."""
+    """Compile ``fn`` with ``numba.njit(cache=True)`` on first call, unless the call's ``work``
+    (a function of the arguments; by default the largest array's size) is at most
+    :data:`PY_WORK`: then run ``fn`` as Python (``python=False``: never)."""
 
-    def __init__(self, fn):
+    def __init__(self, fn, work=_largest, python: bool = True):
         self.fn = fn
         self.compiled = None
+        self.work = work
+        self.python = python
         self.__doc__ = fn.__doc__
         self.__name__ = fn.__name__
 
     def __call__(self, *args):
         compiled = self.compiled
         if compiled is None:
+            if (self.python and PY_WORK and _spent[0] <= PY_BUDGET and not getattr(_LOCAL, "compile", False)
+                    and self.work(args) <= PY_WORK):
+                t = time.perf_counter()
+                try:
+                    with np.errstate(all="ignore"):  # (IEEE arithmetic without warnings, as compiled)
+                        return self.fn(*args)
+                finally:
+                    _spent[0] += time.perf_counter() - t
             with _COMPILING:  # the warm-up thread (mopmc.engine.warmup) may get here at the same time
                 if self.compiled is None:
                     import numba
@@ -36,8 +92,11 @@ class _Lazy:
         return compiled(*args)
 
 
-def _lazy(fn):
-    return _Lazy(fn)
+def _lazy(fn=None, *, work=_largest, python: bool = True):
+    """``@_lazy`` or ``@_lazy(work=..., python=...)``: a :class:`_Lazy` kernel."""
+    if fn is None:
+        return lambda f: _Lazy(f, work, python)
+    return _Lazy(fn, work, python)
 
 
 def jit(fn):
@@ -1147,7 +1206,7 @@ def residual_dd(indptr, indices, data, diag, diag_lo, x, b, r):
     return r
 
 
-@_lazy
+@_lazy(work=lambda a: a[2].size * max(int(a[5]), 1))  # (transitions x steps)
 def horizon_backups(row_groups, indptr, targets, probs, rewards, steps, lo, hi, maximise, stop_one, stop_zero, initial):
     """Finite-horizon backward induction of one objective from the state ``initial``: ``steps``
     backups of ``V_t[s] = opt_c (rewards[c] + sum_k probs[k] V_{t+1}[targets[k]])`` with

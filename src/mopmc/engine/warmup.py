@@ -65,7 +65,16 @@ def _goal_memory(model) -> None:
 
 def warm(kind: str = "check", engine: str = "kernel", device: str | None = None) -> None:
     """Run the engine (and for ``kind="convex"`` the convex query) once on the tiny model; with
-    ``engine="torch"`` on ``device`` (importing torch and starting CUDA: about 1-2 s more)."""
+    ``engine="torch"`` on ``device`` (importing torch and starting CUDA: about 1-2 s more). Its
+    kernel calls compile (:func:`mopmc.engine.numba_kernels.compiling`): on the tiny model they
+    would otherwise run as plain Python and load nothing."""
+    from mopmc.engine import numba_kernels as nk
+
+    with nk.compiling():
+        _warm(kind, engine, device)
+
+
+def _warm(kind: str, engine: str, device: str | None) -> None:
     try:
         model, objectives = _tiny()
         _goal_memory(model)

@@ -161,7 +161,7 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
         # once, where the main thread is about to release the GIL for a while (Storm's builder, the
         # explicit explorer): the warm-up's imports and kernel loads hold the GIL and would
         # otherwise slow down the Python and numba-loading parts of the build beside them
-        if warm is not None and not started:
+        if warm is not None and not started and not _python_sized(program):
             from mopmc.engine import warmup
 
             started.append(warmup.start(warm, warm_engine, warm_device))
@@ -214,6 +214,23 @@ def _load(path: Path, constants, properties, *, valuations, warm, warm_engine, w
         raise
     timings = {"parse": t_parse - start, "build": t_build - t_parse, "extract": t_extract - t_build}
     return LoadedModel(model, program, formulas, time.perf_counter() - start, kind, timings, used)
+
+
+def _python_sized(program) -> bool:
+    """Whether the program's variables span so few valuations that the engine's kernels will run
+    as plain Python (:data:`mopmc.engine.numba_kernels.PY_WORK`): then a warm-up would only import
+    numba and load compiled code that nothing uses (about 1 s the process waits for at exit)."""
+    from mopmc.engine.numba_kernels import PY_WORK
+    from mopmc.io.explicit.program import space
+
+    try:
+        if program.has_initial_states_expression or program.model_type.name not in ("MDP", "DTMC"):
+            return False  # (as the explicit builder: no initial values to read off, or not its kind)
+        # (as the explicit builder reads it: bounds given by constants or formulas evaluate only so;
+        # evaluating them before, stormpy crashes the process)
+        return space(program.substitute_constants().substitute_formulas()) * 4 <= PY_WORK
+    except Exception:  # (a program the explicit builder does not read: warm up as before)
+        return False
 
 
 def _atoms(program, formulas, where: str) -> list[str] | None:

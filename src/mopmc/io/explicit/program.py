@@ -58,7 +58,7 @@ def build(
             return _decline(why, f"a {program.model_type.name} (mopmc builds MDPs and DTMCs)")
         if program.has_initial_states_expression:  # (variables have no initial values to read)
             return _decline(why, "an init ... endinit block (several initial states)")
-        if min_space and _space(program) < min_space:
+        if min_space and space(program) < min_space:
             return _decline(why, f"fewer than {min_space} valuations")
         return _build(program, reward_names, items, atoms, valuations, source or str(path), before_explore, why)
     except (InvalidModelError, ConfigError):  # the model's fault, or the user's settings (MOPMC_BUILD_THREADS)
@@ -107,7 +107,7 @@ def _variables(program):
     return out
 
 
-def _space(program) -> int:
+def space(program) -> int:
     """The number of valuations of the program's variables (a bound on its states)."""
     return math.prod(hi - lo + 1 for _, _, lo, hi, _ in _variables(program))
 
