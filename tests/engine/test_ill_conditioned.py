@@ -44,6 +44,18 @@ CASES = [
     ("rare_exit_cycle.nm", 'Pmin=? [F "one"]', 1e-14),
     ("rare_exit_cycle.nm", 'R{"r"}max=? [F x>1]', 1e-14),
     ("rare_exit_cycle.nm", 'R{"r"}max=? [C]', 1e-14),
+    # found by benchmarks/differential.py: policy iteration stopped where one choice still beat the
+    # policy by 0.9 on values of 2.3e12 (a 1e-12 relative margin; 24% below the optimum)
+    ("rmax_reach_walk.nm", 'R{"r"}max=? [F "b"]', 1e-14),
+    # five steps of probability 1e-12 in a row: the LU's values of a policy held some 1e61 steps were
+    # noise (1e-26 for 9/14) though refinement "settled"; such policies go to band elimination
+    ("rare_steps_in_a_row.nm", 'Pmax=? [F "done"]', 1e-14),
+    ("rare_steps_in_a_row.nm", 'Pmin=? [G !"done"]', 1e-14),
+    # the torch engine's dense LU took refinement's result where it had not settled (2.1e27 for 1e30)
+    ("torch_dense_lu_walk.nm", 'R{"r"}max=? [C]', 1e-14),
+    # long-run averages: I - P with 1 - fl(1 - 1e-12) on the diagonal gave 0.666647 for 2/3
+    ("lra_near_one_selfloop.pm", 'LRA=? ["zero"]', 1e-14),
+    ("lra_near_one_selfloop.pm", 'R{"r"}=? [LRA]', 1e-14),
 ]
 
 
@@ -146,6 +158,12 @@ def test_lp_engine_refuses_coefficients_highs_reads_as_zero():
     for name, prop in (("rare_exit_loop.nm", 'R{"r"}max=? [C]'), ("rare_exit_cycle.nm", 'Pmax=? [F "one"]')):
         res = run_mopmc("check", str(DATA / name), "--prop", prop, "--engine", "lp")
         assert_one_line_error(res, "below the 1e-09 under which HiGHS reads one as 0", "--engine kernel")
+
+
+def test_objective_values_beyond_the_lp_solvers_range_are_named():
+    """An objective of 1e20 in ``multi(...)``: HiGHS reads it as infinite; one line, not a crash."""
+    res = run_mopmc("check", str(DATA / "multi_huge_total.nm"), "--prop", 'multi(Pmax=? [F "t"], R{"r"}<=15 [C])')
+    assert_one_line_error(res, "values reach 1e+20", "HiGHS reads numbers from 1e20 on as infinite")
 
 
 def test_exit_mass_is_what_the_dropped_transitions_carried():

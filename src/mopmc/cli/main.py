@@ -143,6 +143,10 @@ def main() -> None:
     from mopmc.cli.allocator import keep_freed_memory
 
     keep_freed_memory()
+    if "--verbose" not in sys.argv[1:]:  # (numpy's overflow warnings on extreme models: not lines for users)
+        import numpy as np
+
+        np.seterr(all="ignore")
     click_exc = _click_exceptions()
     try:
         _register_optional()

@@ -34,6 +34,7 @@ from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import connected_components
 
 from mopmc.engine.banded import conserving_split, sums_dd
+from mopmc.engine.policy_iteration import hopeless
 from mopmc.engine.refine import refine
 from mopmc.engine.reductions.goal_memory import bit_for, decision_set
 from mopmc.errors import SchedulerError
@@ -351,6 +352,7 @@ def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
         settled = False
         if lu is not None:
             v, settled = refine(lu.solve, q_off, (diag, diag_lo), b, np.asarray(lu.solve(b)).reshape(b.shape))
+            settled = settled and not hopeless(lu.solve, n_t)  # (held too long for the LU's values)
         if not settled:  # too ill-conditioned for SuperLU: subtraction-free band elimination
             v = _band_solve(p_in, out_sum, exits, b, v if lu is not None else None)
         values[finite] = v[where[chain.initial]]

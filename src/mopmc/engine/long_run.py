@@ -179,13 +179,12 @@ def _class_gain(p, cls: np.ndarray, step: np.ndarray) -> float | None:
 def _stationary(p) -> np.ndarray | None:
     """The stationary distribution of the chain ``p`` (one closed class): ``pi (I - P) = 0`` with
     one equation replaced by ``sum(pi) = 1``, by sparse LU; ``None`` where that is singular."""
-    from scipy.sparse import identity
     from scipy.sparse.linalg import spsolve
 
     n = p.shape[0]
     if n == 1:
         return np.ones(1)
-    a = (identity(n, format="csr") - p).T.tolil()
+    a = _i_minus(p).T.tolil()
     a[n - 1, :] = np.ones(n)
     b = np.zeros(n)
     b[n - 1] = 1.0
@@ -197,15 +196,30 @@ def _stationary(p) -> np.ndarray | None:
     return np.maximum(pi, 0.0)
 
 
+def _i_minus(p):
+    """``I - P`` of a chain closed on its states as ``D - P_off``: the diagonal summed from what
+    each state sends to the others, never 1 minus a self-loop's double (a self-loop of
+    ``1 - 1e-12`` left ``1 - fl(1 - 1e-12)``, 9e-5 off, and the gain 2/3 at 0.666647;
+    :func:`mopmc.engine.banded.conserving_split` does the same for the engine's blocks)."""
+    from scipy.sparse import csr_matrix, diags
+
+    coo = p.tocoo()
+    off = coo.row != coo.col
+    n = p.shape[0]
+    p_off = csr_matrix((coo.data[off], (coo.row[off], coo.col[off])), shape=p.shape)
+    d = np.bincount(coo.row[off], weights=coo.data[off], minlength=n).astype(np.float64)  # (empty: int zeros)
+    return (diags(d) - p_off).tocsr()
+
+
 def _bias(p, step: np.ndarray, ref: int):
     """``(g, h)`` with ``g + h = step + p h`` and ``h[ref] = 0``, for a unichain ``p``."""
-    from scipy.sparse import bmat, csr_matrix, identity
+    from scipy.sparse import bmat, csr_matrix
     from scipy.sparse.linalg import spsolve
 
     k = p.shape[0]
     ones = csr_matrix(np.ones((k, 1)))
     pin = csr_matrix(([1.0], ([0], [ref])), shape=(1, k))
-    a = bmat([[identity(k, format="csr") - p, ones], [pin, None]], format="csc")
+    a = bmat([[_i_minus(p), ones], [pin, None]], format="csc")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         x = spsolve(a, np.r_[step, 0.0])

@@ -41,7 +41,7 @@ from scipy.sparse.linalg import splu
 
 from mopmc.engine.banded import (BAND_BUDGET, RESCUE_FLOPS, TORCH_LU_ITERATE, block_solver, conserving_split,
                                  grid_like, iterate_rather, sums_dd)
-from mopmc.engine.policy_iteration import LOOKAHEAD
+from mopmc.engine.policy_iteration import LOOKAHEAD, NOISE, hopeless
 from mopmc.engine.problem import exit_mass
 from mopmc.engine.refine import refine
 from mopmc.engine.torch_engine import to_device
@@ -102,6 +102,7 @@ class DeviceBlock:
         # exact solves factor D - P_off on the host, as the CPU engine's blocks (mopmc.engine.refine)
         self._P_off, self._diag, self._diag_lo = conserving_split(*self._band_args, out_lo)
         self.exact = self.dense or self.sparse or self.banded is not None
+        self._settled = True  # (whether the last exact solve's refinement settled)
 
     # ------------------------------------------------------------------ one direction
     def solve(self, rho, VX, choice, start_policy: np.ndarray, check_proper: bool) -> tuple[float, float]:
@@ -114,6 +115,11 @@ class DeviceBlock:
         if len(self.out_rows):
             out.index_add_(0, self.out_rows, self.out_vals[:, None] * VX.index_select(0, self.out_tgt))
         out_v = rho[c0:c1] + out[:, 0]
+        if self.exact:  # (what q sums, in size: its rounding's scale; policy_iteration.NOISE)
+            size = VX.new_zeros(self.nc)
+            if len(self.out_rows):
+                size.index_add_(0, self.out_rows, self.out_vals * VX[:, 0].abs().index_select(0, self.out_tgt))
+            out_size = rho[c0:c1].abs() + size
         pol = torch.tensor(np.asarray(start_policy[a:b]) - c0, device=eng.device, dtype=torch.int64)
         local = torch.arange(self.nc, device=eng.device, dtype=torch.int64)
         rounds = 0
@@ -125,7 +131,10 @@ class DeviceBlock:
             vb = vb[:, 0]
             q, best = self._q(out_v, vb)
             cur = q.index_select(0, pol)
-            margin = torch.clamp(_IMPROVE * torch.clamp(cur.abs(), min=1.0), min=2.0 * float(err[0]))
+            if self.exact and self._settled:  # (values exact to a few ulp, refined on the host: a margin over q's rounding)
+                margin = NOISE * self._q(out_size, vb.abs())[1]
+            else:
+                margin = torch.clamp(_IMPROVE * torch.clamp(cur.abs(), min=1.0), min=2.0 * float(err[0]))
             better = best > cur + margin
             if not bool(better.any()) or rounds >= _MAX_ROUNDS:
                 break
@@ -193,11 +202,15 @@ class DeviceBlock:
         """``rhs (n x k) -> (solution, error bound per column)`` for ``(I - P_pi) x = rhs``."""
         torch = self.torch
         if self.dense:
-            p_off, d = self._host_policy(pol.cpu().numpy())
+            host_pol = pol.cpu().numpy()
+            p_off, d = self._host_policy(host_pol)
             M = torch.from_numpy(np.diag(d[0]) - p_off.toarray()).to(pol.device)
             lu, piv, info = torch.linalg.lu_factor_ex(M)
             if int(info) != 0:
                 raise InfiniteValueError(_INFINITE)
+            if hopeless(lambda r: torch.linalg.lu_solve(lu, piv, M.new_ones((self.n, 1))).cpu().numpy(), self.n) \
+                    and self._to_band():  # (staying too long for the LU: band elimination, as the CPU engine)
+                return self._sparse_lu(pol)
 
             def solve_host(r):
                 r2 = torch.from_numpy(np.ascontiguousarray(r).reshape(self.n, -1)).to(pol.device)
@@ -205,7 +218,12 @@ class DeviceBlock:
 
             def dense(rhs, x0=None):
                 x = torch.linalg.lu_solve(lu, piv, rhs)
-                x, _ = refine(solve_host, p_off, d, rhs.cpu().numpy(), x.cpu().numpy())
+                b = rhs.cpu().numpy()
+                x, settled = refine(solve_host, p_off, d, b, x.cpu().numpy())
+                if not settled and self._to_band():  # too ill-conditioned for the LU: band elimination (as _sparse_lu)
+                    x = self.banded.factor(host_pol).solve(np.ascontiguousarray(b)).reshape(b.shape)
+                    settled = True
+                self._settled = settled
                 return torch.from_numpy(x).to(pol.device), torch.zeros(rhs.shape[1], dtype=torch.float64)
 
             return dense
@@ -231,6 +249,8 @@ class DeviceBlock:
             p_off, d = self._host_policy(host_pol)
             try:
                 lu = splu((diags(d[0]) - p_off).tocsc())
+                if hopeless(lu.solve, self.n) and self._to_band():  # (as the CPU engine's blocks)
+                    p_off = None
             except RuntimeError:  # a zero pivot: by cancellation, or the policy never leaves the block
                 if not self._to_band():
                     raise InfiniteValueError(_INFINITE) from None
@@ -244,10 +264,13 @@ class DeviceBlock:
         def sparse(rhs, x0=None):
             b = np.ascontiguousarray(rhs.cpu().numpy())
             x = lu.solve(b).reshape(rhs.shape)
+            settled = True  # (band elimination is subtraction-free: accurate as it is)
             if p_off is not None:
                 x, settled = refine(lu.solve, p_off, d, b, x)
                 if not settled and self._to_band():  # too ill-conditioned for SuperLU: band elimination
                     x = self.banded.factor(host_pol).solve(b).reshape(rhs.shape)
+                    settled = True
+            self._settled = settled
             return torch.from_numpy(x).to(dev), torch.zeros(rhs.shape[1], dtype=torch.float64)
 
         return sparse

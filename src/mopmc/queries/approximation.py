@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from mopmc.errors import UnsupportedModelError
 from mopmc.queries import highs_lp
 from mopmc.queries.oracle import answers_at_once
 
@@ -34,6 +35,14 @@ def solve_lp(what: str, c, **kw):
         res = highs_lp.linprog(c, method=method, options=options, **kw)
         if res.status in (0, 2):
             return res
+    parts = [np.abs(np.asarray(v, dtype=float)) for v in (c, kw.get("A_ub"), kw.get("b_ub"), kw.get("A_eq"),
+                                                           kw.get("b_eq")) if v is not None and np.size(v)]
+    size = max((float(np.max(np.where(np.isfinite(p), p, np.inf))) for p in parts), default=0.0)
+    if size >= 1e19:  # (HiGHS reads numbers from 1e20 on as infinite; inf - inf made NaNs: infinite too)
+        reach = f"reach {size:.3g}" if np.isfinite(size) else "overflow double precision"
+        raise UnsupportedModelError(
+            f"an objective's values {reach}, beyond what the multi-objective LPs can weigh (HiGHS reads "
+            "numbers from 1e20 on as infinite); check the objectives one by one, or rescale the rewards")
     raise RuntimeError(f"{what} LP failed: {res.message}")
 
 
