@@ -344,3 +344,16 @@ def test_a_property_constant_without_a_value_is_refused(tmp_path):
     props.write_text('const int K = 3;\nPmax=? [F s=K]\n')
     r = run_mopmc("check", model, "--props", props, "--json")
     assert r.code == 0 and r.json()[0]["value"] == 1.0 and r.json()[0]["property"] == "Pmax=? [F (s = 3)]", r.stdout
+
+
+def test_props_file_with_one_property_a_line_as_prism_writes_them(tmp_path):
+    """PRISM's property files have one property a line, without ``;``: Storm's parser of a string
+    read two such lines as one formula and failed; a property may span lines (open brackets)."""
+    props = ['Pmin=? [F "six"]', 'R{"flips"}=? [F "done"]', 'Pmax=? [F "six"]']
+    path = tmp_path / "lines.props"
+    path.write_text("// dice\n" + props[0] + "\n\n" + props[1] + "  // flips\n" + 'Pmax=? [F\n  "six"]\n')
+    res = run_mopmc("check", "example:dice", "--props", str(path), "--json")
+    assert res.code == 0, res.stderr
+    got = [r["value"] for r in res.json()]
+    np.testing.assert_allclose(got, _storm_on_prism("example:dice", props), rtol=1e-6)  # (Storm iterates to 1e-6)
+    assert got[0] == got[2] == 1 / 6

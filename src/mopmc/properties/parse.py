@@ -15,18 +15,42 @@ _SENSE = {"MINIMIZE": "min", "MAXIMIZE": "max"}
 
 
 def read_property_file(path: str | Path) -> str:
-    """Read a property file; PRISM's ``//`` comments are kept (Storm's parser skips them)."""
+    """Read a property file; PRISM's ``//`` comments are kept (Storm's parser skips them), and a
+    line that completes a property without a ``;`` gets one (:func:`separate_lines`)."""
     path = Path(path)
     if path.is_dir():
         raise PropertyError(f"{path}: a directory, not a property file")
     if not path.is_file():
         raise PropertyError(f"{path}: no such property file")
     try:
-        return path.read_text()
+        return separate_lines(path.read_text())
     except UnicodeDecodeError as exc:
         raise PropertyError(f"{path}: not a text file (byte {exc.start} is not UTF-8); give a PRISM property file") from None
     except OSError as exc:
         raise PropertyError(f"{path}: cannot read the property file ({exc.strerror})") from None
+
+
+def separate_lines(text: str) -> str:
+    r"""``text`` with ``;`` after each line that ends a statement without one: PRISM's property files
+    have one property a line, while Storm's parser of a string needs them separated (it read two
+    lines as one formula and failed). A line inside open brackets continues the statement (a
+    property written over several lines); ``//`` comments and blank lines are left as they are.
+
+    >>> separate_lines('Pmax=? [F "a"]\nmulti(Pmax=? [F "a"],\n  R{"r"}<=1 [C])  // both\n')
+    'Pmax=? [F "a"];\nmulti(Pmax=? [F "a"],\n  R{"r"}<=1 [C]);  // both\n'
+    """
+    out = []
+    depth = 0
+    for line in text.splitlines(keepends=True):
+        body, nl = (line[:-1], "\n") if line.endswith("\n") else (line, "")
+        code, sep, comment = body.partition("//")
+        depth += sum(code.count(c) for c in "([{") - sum(code.count(c) for c in ")]}")
+        stripped = code.rstrip()
+        if stripped and depth <= 0 and not stripped.endswith(";"):
+            body = stripped + ";" + code[len(stripped):] + sep + comment
+        depth = max(depth, 0)
+        out.append(body + nl)
+    return "".join(out)
 
 
 def parse_properties(formulas, reward_models, labels, where: str = "<properties>", *,
