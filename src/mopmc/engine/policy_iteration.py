@@ -47,13 +47,22 @@ NOISE = 32 * np.finfo(np.float64).eps
 choice improves on the policy's when its ``q`` beats the current one by more than this times the
 size of what ``q`` sums (``|rho| + sum p |v|``: its rounding is a few ulp of that). The relative
 margin of 1e-12 alone stopped a 35-state walk at a policy that one choice still beat by 0.9 on
-values of 2.3e12, 24% below the optimum of 3.0e12 (its expected visits magnify what a step gains)."""
+values of 2.3e12, 24% below the optimum of 3.0e12 (its expected visits magnify what a step gains).
+To it adds :data:`SOLVED` times the block's largest value: a settled refinement leaves each value
+within 64 ulp of that (mopmc.engine.refine.SETTLED), and values of 1e-41 standing for 0 beside ones
+near 1 let noise pass a margin of their own size (policy iteration then cycled among four policies
+for 10,000 rounds on a long-run quotient, and stopped at 1 for 0)."""
+SOLVED = 2 * 64 * np.finfo(np.float64).eps
 _INFINITE = "the weighted optimum is infinite: this direction rewards staying forever in an end component"
 _TOO_ILL = ("a cyclic block of {n} states is too ill-conditioned for a sparse LU (a zero pivot by cancellation; "
             "expected visits beyond double precision) and too wide for band elimination (bandwidth {b})")
 _MAX_ROUNDS = 10_000
 LOOKAHEAD = 4
 """Bellman sweeps per round before the greedy policy is tried (0: the strict rule alone)."""
+GREEDY_ROUNDS = 50
+"""Rounds that may take the greedy policy; later ones take the strict rule alone, which cannot
+cycle (the greedy policy's values rise only in exact arithmetic: on a long-run quotient whose
+values of 1e-41 stood for 0 the torch engine's rounds cycled among four policies)."""
 
 
 VISITS = 1e13
@@ -127,7 +136,8 @@ class CyclicBlock:
             best = np.maximum.reduceat(q, self.local_rg[:-1])
             cur = q[pol]
             if settled:  # (values exact to a few ulp: a margin over q's rounding, see NOISE)
-                margin = NOISE * np.maximum.reduceat(out_size + self.A_in @ np.abs(vb), self.local_rg[:-1])
+                margin = (NOISE * np.maximum.reduceat(out_size + self.A_in @ np.abs(vb), self.local_rg[:-1])
+                          + SOLVED * float(np.max(np.abs(vb), initial=0.0)))
             else:
                 margin = _IMPROVE * np.maximum(1.0, np.abs(cur))
             better = best > cur + margin
@@ -135,7 +145,7 @@ class CyclicBlock:
                 break
             argbest = self._first_max(q, best)
             new = np.where(better, argbest, pol)
-            if LOOKAHEAD:  # (see the module's docstring)
+            if LOOKAHEAD and rounds <= GREEDY_ROUNDS:  # (see the module's docstring)
                 greedy = self._lookahead(out_v, vb, LOOKAHEAD)
                 if self._proper(greedy):
                     new = greedy

@@ -41,7 +41,7 @@ from scipy.sparse.linalg import splu
 
 from mopmc.engine.banded import (BAND_BUDGET, RESCUE_FLOPS, TORCH_LU_ITERATE, block_solver, conserving_split,
                                  grid_like, iterate_rather, sums_dd)
-from mopmc.engine.policy_iteration import LOOKAHEAD, NOISE, hopeless
+from mopmc.engine.policy_iteration import GREEDY_ROUNDS, LOOKAHEAD, NOISE, SOLVED, hopeless
 from mopmc.engine.problem import exit_mass
 from mopmc.engine.refine import refine
 from mopmc.engine.torch_engine import to_device
@@ -132,14 +132,14 @@ class DeviceBlock:
             q, best = self._q(out_v, vb)
             cur = q.index_select(0, pol)
             if self.exact and self._settled:  # (values exact to a few ulp, refined on the host: a margin over q's rounding)
-                margin = NOISE * self._q(out_size, vb.abs())[1]
+                margin = NOISE * self._q(out_size, vb.abs())[1] + SOLVED * float(vb.abs().max())
             else:
                 margin = torch.clamp(_IMPROVE * torch.clamp(cur.abs(), min=1.0), min=2.0 * float(err[0]))
             better = best > cur + margin
             if not bool(better.any()) or rounds >= _MAX_ROUNDS:
                 break
             pol_new = torch.where(better, self._first_max(q, best, local), pol)
-            if LOOKAHEAD and self.exact:  # (the greedy policy's values bound only from exact ones)
+            if LOOKAHEAD and self.exact and rounds <= GREEDY_ROUNDS:  # (the greedy policy's values bound only from exact ones)
                 greedy = self._lookahead(out_v, vb, local)
                 if self._proper(greedy.cpu().numpy()):
                     pol_new = greedy

@@ -157,6 +157,8 @@ def check(
             value = _qualitative(model, o, value)  # (as Storm's precomputation; only near 0 or 1 to ask)
     if long_run:  # (a scheduler of the quotient: not one of the model)
         sched = None
+        if len(gains):  # a mixture of the MECs' gains: rounding (-2e-76 for 0) stays within theirs
+            value = min(max(value, float(np.min(gains))), float(np.max(gains)))
     return SingleResult(prop, value, bound, precision, sched, timings={"check": time.perf_counter() - start}, note=note)
 
 
