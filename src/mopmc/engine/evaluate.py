@@ -33,7 +33,7 @@ import numpy as np
 from scipy.sparse import csr_matrix, diags
 from scipy.sparse.csgraph import connected_components
 
-from mopmc.engine.banded import conserving_split, sums_dd
+from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver, conserving_split, sums_dd
 from mopmc.engine.policy_iteration import hopeless
 from mopmc.engine.refine import refine
 from mopmc.engine.reductions.goal_memory import bit_for, decision_set
@@ -305,8 +305,6 @@ class _Solved(NamedTuple):
 def _band_solve(p_in, out_sum, exits, b, fallback):
     """The transient part's values by band elimination (:mod:`mopmc.engine.banded`) where its
     factors fit the engines' rescue budgets, else ``fallback`` (SuperLU's refined values)."""
-    from mopmc.engine.banded import BAND_BUDGET, RESCUE_FLOPS, block_solver
-
     n = p_in.shape[0]
     solver, _ = block_solver(p_in, np.arange(n, dtype=np.int64), out_sum, exits, BAND_BUDGET, False, RESCUE_FLOPS)
     if solver is None:
@@ -340,7 +338,7 @@ def _solve(chain: Chain, want_visits: bool = False) -> _Solved:
     inside = where[rows_q.col] >= 0
     p_in = csr_matrix((rows_q.data[inside], (rows_q.row[inside], where[rows_q.col[inside]])), shape=(n_t, n_t))
     out_sum, out_lo = sums_dd(rows_q.row[~inside], rows_q.data[~inside], n_t)
-    exits = 1.0 - np.asarray(chain.q[trans].sum(axis=1)).ravel() > 1e-12
+    exits = 1.0 - np.bincount(rows_q.row, weights=rows_q.data, minlength=n_t) > 1e-12
     q_off, diag, diag_lo = conserving_split(p_in, np.arange(n_t, dtype=np.int64), out_sum, exits, out_lo)
     try:
         lu = splu((diags(diag) - q_off).tocsc())

@@ -208,22 +208,16 @@ class DeviceBlock:
             lu, piv, info = torch.linalg.lu_factor_ex(M)
             if int(info) != 0:
                 raise InfiniteValueError(_INFINITE)
-            if hopeless(lambda r: torch.linalg.lu_solve(lu, piv, M.new_ones((self.n, 1))).cpu().numpy(), self.n) \
-                    and self._to_band():  # (staying too long for the LU: band elimination, as the CPU engine)
-                return self._sparse_lu(pol)
-
             def solve_host(r):
                 r2 = torch.from_numpy(np.ascontiguousarray(r).reshape(self.n, -1)).to(pol.device)
                 return torch.linalg.lu_solve(lu, piv, r2).cpu().numpy().reshape(np.shape(r))
 
+            if hopeless(solve_host, self.n) and self._to_band():  # (staying too long for the LU: as the CPU engine)
+                return self._sparse_lu(pol)
+
             def dense(rhs, x0=None):
                 x = torch.linalg.lu_solve(lu, piv, rhs)
-                b = rhs.cpu().numpy()
-                x, settled = refine(solve_host, p_off, d, b, x.cpu().numpy())
-                if not settled and self._to_band():  # too ill-conditioned for the LU: band elimination (as _sparse_lu)
-                    x = self.banded.factor(host_pol).solve(np.ascontiguousarray(b)).reshape(b.shape)
-                    settled = True
-                self._settled = settled
+                x = self._refined(solve_host, p_off, d, rhs.cpu().numpy(), x.cpu().numpy(), host_pol)
                 return torch.from_numpy(x).to(pol.device), torch.zeros(rhs.shape[1], dtype=torch.float64)
 
             return dense
@@ -264,16 +258,24 @@ class DeviceBlock:
         def sparse(rhs, x0=None):
             b = np.ascontiguousarray(rhs.cpu().numpy())
             x = lu.solve(b).reshape(rhs.shape)
-            settled = True  # (band elimination is subtraction-free: accurate as it is)
             if p_off is not None:
-                x, settled = refine(lu.solve, p_off, d, b, x)
-                if not settled and self._to_band():  # too ill-conditioned for SuperLU: band elimination
-                    x = self.banded.factor(host_pol).solve(b).reshape(rhs.shape)
-                    settled = True
-            self._settled = settled
+                x = self._refined(lu.solve, p_off, d, b, x, host_pol)
+            else:
+                self._settled = True  # (band elimination is subtraction-free: accurate as it is)
             return torch.from_numpy(x).to(dev), torch.zeros(rhs.shape[1], dtype=torch.float64)
 
         return sparse
+
+    def _refined(self, solve, p_off, d, b: np.ndarray, x: np.ndarray, host_pol: np.ndarray) -> np.ndarray:
+        """``x`` (the LU's ``solve`` of ``(D - P_off) x = b``) refined (:mod:`mopmc.engine.refine`),
+        or where refinement does not settle and band elimination fits, band elimination's solution;
+        records in ``_settled`` whether the result is exact to a few ulp."""
+        x, settled = refine(solve, p_off, d, b, x)
+        if not settled and self._to_band():  # too ill-conditioned for the LU: eliminate without subtractions
+            x = self.banded.factor(host_pol).solve(np.ascontiguousarray(b)).reshape(b.shape)
+            settled = True
+        self._settled = settled
+        return x
 
     def _host_policy(self, pol: np.ndarray):
         """``(P_off, (D, D_lo))`` of the policy ``pol`` (local choices) on the host: its transitions to
